@@ -1,0 +1,232 @@
+// Package api defines the site manifest: the Kubernetes-style documents an operator
+// writes (Site, Host), how they are decoded strictly, defaulted and validated.
+//
+// It owns the shape of desired state and the wording of every validation error. It must
+// never perform I/O beyond reading the bytes it is given, so the coordinator, the CLI's
+// --dry-run and the fuzzer all see exactly the same verdicts.
+package api
+
+import "time"
+
+// APIVersion is the only manifest version this build understands.
+const APIVersion = "plinth.dev/v1alpha1"
+
+// Document kinds.
+const (
+	KindSite = "Site"
+	KindHost = "Host"
+)
+
+// TypeMeta says what a document is.
+type TypeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// ObjectMeta names a document. Generation is owned by the coordinator: it bumps on
+// every spec change and is ignored on input.
+type ObjectMeta struct {
+	Name       string            `json:"name"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Generation int64             `json:"generation,omitempty"`
+}
+
+// Site is the one document that describes a whole cloud: who the controllers are and
+// what Kubernetes, Ceph, OVS and the charts should look like.
+type Site struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     SiteSpec   `json:"spec"`
+	Status   Status     `json:"status,omitempty"`
+
+	// docIndex is the 1-based document this came from in the decoded file, so
+	// validation errors can point at it; 0 when unknown. Not serialized.
+	docIndex int
+}
+
+// SiteSpec is the desired state of a site.
+type SiteSpec struct {
+	// Controllers names the two hosts (by Host metadata.name) that run the coordinator
+	// and the Kubernetes control plane. One is allowed for a lab or an all-in-one site.
+	Controllers []string `json:"controllers"`
+	// Witness optionally names a third host that votes in Raft and etcd but runs no
+	// workloads, so the loss of any one controller keeps quorum.
+	Witness    string          `json:"witness,omitempty"`
+	Networks   []Network       `json:"networks,omitempty"`
+	Policy     Policy          `json:"policy,omitempty"`
+	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
+	Ceph       *CephSpec       `json:"ceph,omitempty"`
+	OVS        *OVSSpec        `json:"ovs,omitempty"`
+	Charts     []ChartGroup    `json:"charts,omitempty"`
+}
+
+// Network roles, StarlingX style.
+const (
+	NetworkOAM         = "oam"
+	NetworkMgmt        = "mgmt"
+	NetworkClusterHost = "cluster-host"
+	NetworkData        = "data"
+	NetworkOther       = "other"
+)
+
+// Network is declared once per site and referenced by host interfaces.
+type Network struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	CIDR    string `json:"cidr"`
+	Gateway string `json:"gateway,omitempty"`
+	VLAN    int    `json:"vlan,omitempty"`
+	MTU     int    `json:"mtu,omitempty"`
+}
+
+// Drift policies.
+const (
+	DriftReport = "report"
+	DriftRepair = "repair"
+)
+
+// Policy says how the coordinator treats failures and drift.
+type Policy struct {
+	// Drift is "report" (raise Drifted, change nothing) or "repair" (re-apply). Default repair.
+	Drift string `json:"drift,omitempty"`
+	// DriftCheckSeconds is how often agents re-observe applied steps. Default 60.
+	DriftCheckSeconds int `json:"driftCheckSeconds,omitempty"`
+	// MaxAttempts bounds automatic retries before a step is Blocked. Default 5.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// RetryBaseSeconds is the first backoff; it doubles per attempt up to RetryMaxSeconds.
+	RetryBaseSeconds int `json:"retryBaseSeconds,omitempty"`
+	RetryMaxSeconds  int `json:"retryMaxSeconds,omitempty"`
+}
+
+// KubernetesSpec is filled in by the Kubernetes bootstrap work; only the basics here.
+type KubernetesSpec struct {
+	Version         string `json:"version,omitempty"`
+	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
+	PodSubnet       string `json:"podSubnet,omitempty"`
+	ServiceSubnet   string `json:"serviceSubnet,omitempty"`
+	ImageRepository string `json:"imageRepository,omitempty"`
+}
+
+// CephSpec is filled in by the Ceph driver work.
+type CephSpec struct {
+	Monitors []string   `json:"monitors,omitempty"`
+	Pools    []CephPool `json:"pools,omitempty"`
+}
+
+// CephPool is one RBD pool.
+type CephPool struct {
+	Name string `json:"name"`
+	Size int    `json:"size,omitempty"`
+}
+
+// OVSSpec is filled in by the OVS-DPDK driver work.
+type OVSSpec struct {
+	DPDK bool `json:"dpdk,omitempty"`
+}
+
+// ChartGroup is an ordered group of charts installed together after the platform is ready.
+type ChartGroup struct {
+	Name   string  `json:"name"`
+	Charts []Chart `json:"charts,omitempty"`
+}
+
+// Chart is one Helm chart of a group.
+type Chart struct {
+	Name      string `json:"name"`
+	Chart     string `json:"chart"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Host roles.
+const (
+	RoleController = "controller"
+	RoleWorker     = "worker"
+	RoleStorage    = "storage"
+)
+
+// Host is one physical machine of the site.
+type Host struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     HostSpec   `json:"spec"`
+	Status   Status     `json:"status,omitempty"`
+
+	// docIndex is the 1-based document this came from in the decoded file, so
+	// validation errors can point at it; 0 when unknown. Not serialized.
+	docIndex int
+}
+
+// HostSpec is the desired state of one host.
+type HostSpec struct {
+	Roles []string `json:"roles"`
+	// ManagementAddress is the IP the agent and coordinators reach this host on.
+	ManagementAddress string      `json:"managementAddress"`
+	Interfaces        []Interface `json:"interfaces,omitempty"`
+	Routes            []Route     `json:"routes,omitempty"`
+	// Labels are extra Kubernetes node labels.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Interface is a host network interface Plinth configures.
+type Interface struct {
+	Name string `json:"name"`
+	// MAC optionally matches the physical link by address instead of name.
+	MAC string `json:"mac,omitempty"`
+	MTU int    `json:"mtu,omitempty"`
+	// State is "up" (default) or "down".
+	State string `json:"state,omitempty"`
+	// Addresses in CIDR notation (10.0.0.5/24, fd00::5/64).
+	Addresses []string `json:"addresses,omitempty"`
+	// Networks names site networks carried on this interface.
+	Networks []string `json:"networks,omitempty"`
+}
+
+// Route is a static route.
+type Route struct {
+	To     string `json:"to"`
+	Via    string `json:"via,omitempty"`
+	Dev    string `json:"dev,omitempty"`
+	Metric int    `json:"metric,omitempty"`
+	MTU    int    `json:"mtu,omitempty"`
+	Table  int    `json:"table,omitempty"`
+}
+
+// Condition statuses.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)
+
+// Condition types.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionBlocked     = "Blocked"
+	ConditionDegraded    = "Degraded"
+	ConditionInvalidSpec = "InvalidSpec"
+	ConditionReachable   = "Reachable"
+	ConditionDrifted     = "Drifted"
+)
+
+// Condition is a Kubernetes-style status condition.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	ObservedGeneration int64     `json:"observedGeneration,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// Status is the observed state of a Site or Host.
+type Status struct {
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+}
+
+// Manifest is a decoded set of documents: at most one Site and any number of Hosts.
+type Manifest struct {
+	Site  *Site  `json:"site,omitempty"`
+	Hosts []Host `json:"hosts,omitempty"`
+}

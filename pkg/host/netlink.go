@@ -1,0 +1,145 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// snapshot is one observation of the links, addresses and routes (all tables) of the
+// calling thread's network namespace.
+type snapshot struct {
+	links  []netlink.Link
+	addrs  []netlink.Addr
+	routes []netlink.Route
+}
+
+// dumpRetries bounds how often an interrupted netlink dump is retried.
+const dumpRetries = 5
+
+// withHandle runs fn with a NETLINK_ROUTE handle opened in the calling thread's
+// network namespace, and closes it afterwards. A done ctx stops it before it starts.
+func withHandle(ctx context.Context, fn func(h *netlink.Handle) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("host: open netlink: %w", err)
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// observe takes a snapshot; dumps interrupted by concurrent changes are retried.
+func observe(ctx context.Context) (snapshot, error) {
+	var s snapshot
+	err := withHandle(ctx, func(h *netlink.Handle) error {
+		var err error
+		for range dumpRetries {
+			if err = ctx.Err(); err != nil {
+				return err
+			}
+			if s, err = dump(h); !errors.Is(err, netlink.ErrDumpInterrupted) {
+				return err
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return snapshot{}, fmt.Errorf("host: observe network: %w", err)
+	}
+	return s, nil
+}
+
+func dump(h *netlink.Handle) (snapshot, error) {
+	links, err := h.LinkList()
+	if err != nil {
+		return snapshot{}, fmt.Errorf("list links: %w", err)
+	}
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("list addresses: %w", err)
+	}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("list routes: %w", err)
+	}
+	return snapshot{links: links, addrs: addrs, routes: routes}, nil
+}
+
+// linkByIndex finds a link in the snapshot.
+func (s snapshot) linkByIndex(i int) netlink.Link {
+	for _, l := range s.links {
+		if l.Attrs().Index == i {
+			return l
+		}
+	}
+	return nil
+}
+
+// linkByName finds a link in the snapshot.
+func (s snapshot) linkByName(name string) netlink.Link {
+	for _, l := range s.links {
+		if l.Attrs().Name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// linkName names index i, or "" when it is not in the snapshot.
+func (s snapshot) linkName(i int) string {
+	if l := s.linkByIndex(i); l != nil {
+		return l.Attrs().Name
+	}
+	return ""
+}
+
+// toPrefix converts a kernel IPNet; IPv4 comes out unmapped.
+func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a, ones), true
+}
+
+// toAddr converts a kernel IP; IPv4 comes out unmapped. Nil gives the zero Addr.
+func toAddr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// toIPNet converts p for netlink, keeping its host bits.
+func toIPNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// family names an address family the way iproute2 does.
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "inet"
+	}
+	return "inet6"
+}
+
+// ignoreErr returns nil when err is one of the errnos that mean "already done".
+func ignoreErr(err error, done ...unix.Errno) error {
+	for _, e := range done {
+		if errors.Is(err, e) {
+			return nil
+		}
+	}
+	return err
+}

@@ -1,0 +1,178 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// keyOf is the routeKey of a kernel route.
+func keyOf(r netlink.Route) (routeKey, bool) {
+	p, ok := toPrefix(r.Dst)
+	if !ok {
+		return routeKey{}, false
+	}
+	return routeKey{Dst: p.Masked().String(), Table: r.Table, Metric: r.Priority}, true
+}
+
+// findRoute returns the first route in routes with key k.
+func findRoute(routes []netlink.Route, k routeKey) (netlink.Route, bool) {
+	for _, r := range routes {
+		if rk, ok := keyOf(r); ok && rk == k {
+			return r, true
+		}
+	}
+	return netlink.Route{}, false
+}
+
+// planRoute adds a missing route or replaces one whose gateway, dev, MTU or type
+// differ. Replacing a route Plinth did not add does not make it owned.
+func (p *planner) planRoute(w wantRoute) error {
+	idx := 0
+	if w.Dev != "" {
+		l := p.byName[w.Dev]
+		if l == nil {
+			l = p.snap.linkByName(w.Dev)
+		}
+		if l == nil {
+			return driver.Permanent(fmt.Errorf("host: %s: link %s not found", w.describe(), w.Dev))
+		}
+		idx = l.Attrs().Index
+	}
+	want := &netlink.Route{
+		Dst:       toIPNet(w.dst),
+		LinkIndex: idx,
+		Table:     w.key.Table,
+		Priority:  w.key.Metric,
+		MTU:       w.MTU,
+		Protocol:  unix.RTPROT_STATIC,
+	}
+	if w.gw.IsValid() {
+		want.Gw = w.gw.AsSlice()
+	} else if w.dst.Addr().Is4() {
+		want.Scope = netlink.SCOPE_LINK
+	}
+
+	var summary string
+	add := false
+	if have, ok := p.routes[w.key]; ok {
+		diffs := routeDiffs(p.snap, have, w, idx)
+		if len(diffs) == 0 {
+			return nil
+		}
+		summary = fmt.Sprintf("%s: replace (%s)", w.describe(), strings.Join(diffs, ", "))
+	} else {
+		summary, add = w.describe()+": add", true
+		p.intent.routes = append(p.intent.routes, w.key)
+	}
+	p.routeSet = append(p.routeSet, driver.Change{
+		Summary: summary,
+		Apply: func(ctx context.Context) error {
+			if add {
+				if err := p.intent.record(); err != nil {
+					return err
+				}
+			}
+			return withHandle(ctx, func(h *netlink.Handle) error {
+				r := *want // RouteReplace may fill in fields
+				if err := h.RouteReplace(&r); err != nil {
+					return fmt.Errorf("host: %s: %w", w.describe(), err)
+				}
+				return nil
+			})
+		},
+	})
+	return nil
+}
+
+// routeDiffs lists how have differs from w, e.g. "gateway 10.0.0.2 -> 10.0.0.1".
+func routeDiffs(s snapshot, have netlink.Route, w wantRoute, idx int) []string {
+	var d []string
+	if gw := toAddr(have.Gw); gw != w.gw || len(have.MultiPath) > 0 {
+		d = append(d, fmt.Sprintf("gateway %s -> %s", showAddr(gw, len(have.MultiPath) > 0), showAddr(w.gw, false)))
+	}
+	if idx != 0 && have.LinkIndex != idx {
+		d = append(d, fmt.Sprintf("dev %s -> %s", s.linkName(have.LinkIndex), w.Dev))
+	}
+	if have.MTU != w.MTU {
+		d = append(d, fmt.Sprintf("mtu %d -> %d", have.MTU, w.MTU))
+	}
+	if have.Type != unix.RTN_UNICAST {
+		d = append(d, fmt.Sprintf("type %d -> unicast", have.Type))
+	}
+	return d
+}
+
+func showAddr(a netip.Addr, multipath bool) string {
+	switch {
+	case multipath:
+		return "multipath"
+	case a.IsValid():
+		return a.String()
+	default:
+		return "none"
+	}
+}
+
+// planOwnedRoutes removes the routes Plinth added that are no longer wanted, and
+// forgets those already gone.
+func (p *planner) planOwnedRoutes(want map[routeKey]bool) {
+	for _, k := range p.owned.Routes {
+		if want[k] {
+			continue
+		}
+		label := "route " + showDst(k.Dst) + keySuffix(k)
+		if _, ok := p.routes[k]; !ok {
+			p.routeDel = append(p.routeDel, driver.Change{
+				Summary: label + ": forget (already gone)",
+				Apply:   func(context.Context) error { return p.d.forgetRoute(k) },
+			})
+			continue
+		}
+		p.routeDel = append(p.routeDel, driver.Change{
+			Summary: label + ": remove",
+			Apply: func(ctx context.Context) error {
+				if err := deleteRoute(ctx, k); err != nil {
+					return fmt.Errorf("host: remove %s: %w", label, err)
+				}
+				return p.d.forgetRoute(k)
+			},
+		})
+	}
+}
+
+// deleteRoute deletes the route with key k if it is still there. It looks the route up
+// again first: a delete by key alone would let the kernel pick another metric.
+func deleteRoute(ctx context.Context, k routeKey) error {
+	dst, err := netip.ParsePrefix(k.Dst)
+	if err != nil {
+		return driver.Permanent(fmt.Errorf("host: state: %w", err))
+	}
+	return withHandle(ctx, func(h *netlink.Handle) error {
+		fam := netlink.FAMILY_V4
+		if dst.Addr().Is6() {
+			fam = netlink.FAMILY_V6
+		}
+		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: k.Table}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return err
+		}
+		r, ok := findRoute(routes, k)
+		if !ok {
+			return nil
+		}
+		return ignoreErr(h.RouteDel(&r), unix.ESRCH, unix.ENOENT)
+	})
+}
+
+func (d *NetworkDriver) forgetRoute(k routeKey) error {
+	return d.state.update(func(s *ownedState) {
+		s.Routes = slices.DeleteFunc(s.Routes, func(o routeKey) bool { return o == k })
+	})
+}

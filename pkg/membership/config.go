@@ -1,0 +1,137 @@
+package membership
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Role is what kind of Plinth node a member is.
+type Role string
+
+const (
+	RoleAgent       Role = "agent"
+	RoleCoordinator Role = "coordinator"
+)
+
+// Timing profiles.
+const (
+	// ProfileLAN is memberlist.DefaultLANConfig: conservative, for real hosts.
+	ProfileLAN = "lan"
+	// ProfileFast is for labs and tests: a crashed member is declared dead
+	// within roughly 3-5 s.
+	ProfileFast = "fast"
+)
+
+// KeySize is the required gossip key length (AES-256).
+const KeySize = 32
+
+// Config describes the local member.
+type Config struct {
+	Name          string // node name of this member, e.g. host name; unique in the pool
+	Role          Role
+	BindAddr      string // "ip:port"; port 0 picks a free one (UDP and TCP share it)
+	AdvertiseAddr string // optional "ip" or "ip:port" others should use to reach us
+	Key           []byte // 32-byte AES key; gossip is encrypted, plaintext is refused
+	Seeds         []string
+	Logger        *slog.Logger // nil means slog.Default()
+
+	// Profile is ProfileLAN (the default when empty) or ProfileFast.
+	Profile string
+}
+
+// ErrClosed is returned by operations on a closed Pool.
+var ErrClosed = errors.New("membership: pool closed")
+
+// memberlistConfig validates cfg and translates it into a memberlist config.
+// The caller still has to set the delegates.
+func memberlistConfig(cfg Config, logger *slog.Logger) (*memberlist.Config, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("membership: config: name is required")
+	}
+	if cfg.Role != RoleAgent && cfg.Role != RoleCoordinator {
+		return nil, fmt.Errorf("membership: config: role %q: want %q or %q", cfg.Role, RoleAgent, RoleCoordinator)
+	}
+	if len(cfg.Key) != KeySize {
+		return nil, fmt.Errorf("membership: config: key is %d bytes, want %d", len(cfg.Key), KeySize)
+	}
+
+	var mc *memberlist.Config
+	switch cfg.Profile {
+	case "", ProfileLAN:
+		mc = memberlist.DefaultLANConfig()
+		// A dead member's name may move to a new address after this long
+		// (e.g. a host that came back with another IP). 0 would mean never.
+		mc.DeadNodeReclaimTime = 30 * time.Second
+	case ProfileFast:
+		mc = memberlist.DefaultLANConfig()
+		mc.ProbeInterval = 500 * time.Millisecond
+		mc.ProbeTimeout = 250 * time.Millisecond
+		mc.SuspicionMult = 2
+		mc.GossipInterval = 100 * time.Millisecond
+		mc.PushPullInterval = 5 * time.Second
+		mc.TCPTimeout = 2 * time.Second
+		mc.DeadNodeReclaimTime = time.Second
+	default:
+		return nil, fmt.Errorf("membership: config: unknown profile %q: want %q or %q", cfg.Profile, ProfileLAN, ProfileFast)
+	}
+
+	bindIP, bindPort, err := splitAddr(cfg.BindAddr, true)
+	if err != nil {
+		return nil, fmt.Errorf("membership: config: bind address: %w", err)
+	}
+	if bindIP == "" {
+		bindIP = "0.0.0.0"
+	}
+	mc.Name = cfg.Name
+	mc.BindAddr = bindIP
+	mc.BindPort = bindPort
+	mc.AdvertiseAddr = ""
+	mc.AdvertisePort = bindPort // memberlist replaces both when bindPort is 0
+	if cfg.AdvertiseAddr != "" {
+		advIP, advPort, err := splitAddr(cfg.AdvertiseAddr, false)
+		if err != nil {
+			return nil, fmt.Errorf("membership: config: advertise address: %w", err)
+		}
+		if advIP == "" {
+			return nil, fmt.Errorf("membership: config: advertise address %q: ip is required", cfg.AdvertiseAddr)
+		}
+		mc.AdvertiseAddr = advIP
+		if advPort != 0 {
+			mc.AdvertisePort = advPort
+		}
+	}
+
+	// Copy the key so later changes by the caller cannot reach memberlist.
+	mc.SecretKey = append([]byte(nil), cfg.Key...)
+	mc.GossipVerifyIncoming = true
+	mc.GossipVerifyOutgoing = true
+
+	// memberlist logs a lot; keep it at Debug so it is quiet by default.
+	mc.Logger = slog.NewLogLogger(logger.With("component", "memberlist").Handler(), slog.LevelDebug)
+	return mc, nil
+}
+
+// splitAddr parses "ip:port" (or "ip" when the port is optional).
+func splitAddr(addr string, portRequired bool) (ip string, port int, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		if portRequired {
+			return "", 0, fmt.Errorf("%q: %w", addr, err)
+		}
+		host, p = addr, "0"
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		return "", 0, fmt.Errorf("%q: %q is not an IP address", addr, host)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: bad port %q", addr, p)
+	}
+	return host, port, nil
+}

@@ -1,0 +1,240 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+)
+
+// HostView is what the condition rollup needs to know about one host.
+type HostView struct {
+	Name       string
+	Generation int64
+	Enrolled   bool
+	// Reachable is api.ConditionTrue/False/Unknown as membership last said.
+	Reachable       string
+	ReachableReason string
+	ReachableMsg    string
+	Steps           []Record
+}
+
+// HostConditions computes a host's conditions. prev carries the last transition times.
+func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condition {
+	steps := append([]Record(nil), h.Steps...)
+	sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
+
+	var blocked, failed, drifted, busy []Record
+	for _, s := range steps {
+		if len(s.Drift) > 0 {
+			drifted = append(drifted, s)
+		}
+		switch s.State {
+		case Blocked:
+			blocked = append(blocked, s)
+		case Failed:
+			failed = append(failed, s)
+		case Succeeded:
+		default:
+			busy = append(busy, s)
+		}
+	}
+	c := conds{gen: h.Generation, now: now, prev: prev}
+
+	reach := h.Reachable
+	if reach == "" {
+		reach = api.ConditionUnknown
+	}
+	switch {
+	case !h.Enrolled:
+		c.set(api.ConditionReachable, api.ConditionUnknown, "NotEnrolled", "no agent has enrolled for this host yet")
+	default:
+		c.set(api.ConditionReachable, reach, nonEmpty(h.ReachableReason, "Membership"), h.ReachableMsg)
+	}
+
+	if len(blocked) > 0 {
+		c.set(api.ConditionBlocked, api.ConditionTrue, "StepBlocked", stepMsg(h.Name, blocked[0], len(blocked)))
+	} else {
+		c.set(api.ConditionBlocked, api.ConditionFalse, "NoBlockedSteps", "")
+	}
+	if len(drifted) > 0 {
+		c.set(api.ConditionDrifted, api.ConditionTrue, "HostChanged", stepMsg(h.Name, drifted[0], len(drifted)))
+	} else {
+		c.set(api.ConditionDrifted, api.ConditionFalse, "InSync", "")
+	}
+	unfinished := len(blocked) + len(failed) + len(busy)
+	if unfinished > 0 {
+		first := firstOf(failed, busy, blocked)
+		c.set(api.ConditionReconciling, api.ConditionTrue, "StepsPending", fmt.Sprintf("%d of %d steps not done; %s", unfinished, len(steps), stepMsg(h.Name, first, 1)))
+	} else {
+		c.set(api.ConditionReconciling, api.ConditionFalse, "Converged", fmt.Sprintf("%d steps done", len(steps)))
+	}
+	switch {
+	case len(failed) > 0:
+		c.set(api.ConditionDegraded, api.ConditionTrue, "StepFailing", stepMsg(h.Name, failed[0], len(failed)))
+	case h.Enrolled && reach == api.ConditionFalse:
+		c.set(api.ConditionDegraded, api.ConditionTrue, "Unreachable", fmt.Sprintf("host %s is unreachable: %s", h.Name, nonEmpty(h.ReachableMsg, "membership declared it dead")))
+	case len(drifted) > 0:
+		c.set(api.ConditionDegraded, api.ConditionTrue, "Drifted", stepMsg(h.Name, drifted[0], len(drifted)))
+	default:
+		c.set(api.ConditionDegraded, api.ConditionFalse, "Healthy", "")
+	}
+
+	switch {
+	case !h.Enrolled:
+		c.set(api.ConditionReady, api.ConditionFalse, "NotEnrolled", fmt.Sprintf("host %s: waiting for its agent to enrol", h.Name))
+	case reach == api.ConditionFalse:
+		c.set(api.ConditionReady, api.ConditionFalse, "Unreachable", fmt.Sprintf("host %s is unreachable: %s", h.Name, nonEmpty(h.ReachableMsg, "membership declared it dead")))
+	case len(blocked) > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "StepBlocked", stepMsg(h.Name, blocked[0], len(blocked)))
+	case len(failed) > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "StepFailing", stepMsg(h.Name, failed[0], len(failed)))
+	case len(busy) > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "Reconciling", stepMsg(h.Name, busy[0], len(busy)))
+	case len(drifted) > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "Drifted", stepMsg(h.Name, drifted[0], len(drifted)))
+	case reach != api.ConditionTrue:
+		c.set(api.ConditionReady, api.ConditionUnknown, "ReachabilityUnknown", fmt.Sprintf("host %s: no membership report yet", h.Name))
+	default:
+		c.set(api.ConditionReady, api.ConditionTrue, "Converged", fmt.Sprintf("host %s: all %d steps done", h.Name, len(steps)))
+	}
+	return c.out
+}
+
+// NamedConditions pairs a host name with its conditions for the site rollup.
+type NamedConditions struct {
+	Name       string
+	Conditions []api.Condition
+}
+
+// SiteConditions rolls hosts up onto the site: the site is Ready when every host is,
+// and each condition's message names the first host holding it back.
+func SiteConditions(gen int64, invalid string, hosts []NamedConditions, prev []api.Condition, now time.Time) []api.Condition {
+	hs := append([]NamedConditions(nil), hosts...)
+	sort.Slice(hs, func(i, j int) bool { return hs[i].Name < hs[j].Name })
+	c := conds{gen: gen, now: now, prev: prev}
+
+	if invalid != "" {
+		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "ValidationFailed", invalid)
+	} else {
+		c.set(api.ConditionInvalidSpec, api.ConditionFalse, "Valid", "")
+	}
+	for _, t := range []string{api.ConditionBlocked, api.ConditionDegraded, api.ConditionDrifted, api.ConditionReconciling} {
+		n, first := 0, ""
+		for _, h := range hs {
+			if hc := Find(h.Conditions, t); hc != nil && hc.Status == api.ConditionTrue {
+				if n == 0 {
+					first = hc.Message
+				}
+				n++
+			}
+		}
+		if n > 0 {
+			c.set(t, api.ConditionTrue, "HostsAffected", fmt.Sprintf("%d host(s); first: %s", n, first))
+		} else {
+			c.set(t, api.ConditionFalse, "NoHostsAffected", "")
+		}
+	}
+	notReady, first, reason := 0, "", ""
+	for _, h := range hs {
+		hc := Find(h.Conditions, api.ConditionReady)
+		if hc == nil || hc.Status != api.ConditionTrue {
+			if notReady == 0 {
+				if hc != nil {
+					first, reason = hc.Message, hc.Reason
+				} else {
+					first, reason = "host "+h.Name+": no status yet", "Unknown"
+				}
+			}
+			notReady++
+		}
+	}
+	switch {
+	case invalid != "":
+		c.set(api.ConditionReady, api.ConditionFalse, "InvalidSpec", invalid)
+	case len(hs) == 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "NoHosts", "the site has no hosts yet")
+	case notReady > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, reason, fmt.Sprintf("%d of %d hosts not ready; %s", notReady, len(hs), first))
+	default:
+		c.set(api.ConditionReady, api.ConditionTrue, "AllHostsReady", fmt.Sprintf("all %d hosts ready", len(hs)))
+	}
+	return c.out
+}
+
+// Find returns the condition of type t, or nil.
+func Find(cs []api.Condition, t string) *api.Condition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+type conds struct {
+	gen  int64
+	now  time.Time
+	prev []api.Condition
+	out  []api.Condition
+}
+
+func (c *conds) set(t, status, reason, msg string) {
+	ltt := c.now
+	if p := Find(c.prev, t); p != nil && p.Status == status {
+		ltt = p.LastTransitionTime
+	}
+	c.out = append(c.out, api.Condition{
+		Type: t, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: c.gen, LastTransitionTime: ltt,
+	})
+}
+
+func stepMsg(host string, r Record, n int) string {
+	var what string
+	switch r.State {
+	case Blocked:
+		what = fmt.Sprintf("blocked after %d attempt(s): %s", r.Attempts, lastErr(r))
+	case Failed:
+		what = fmt.Sprintf("failed (attempt %d, retry at %s): %s", r.Attempts, r.RetryAt.UTC().Format(time.RFC3339), lastErr(r))
+	case Succeeded:
+		what = fmt.Sprintf("drifted: %v", r.Drift)
+	default:
+		what = string(r.State)
+		if len(r.Deps) > 0 && r.State == Pending {
+			what += fmt.Sprintf(" (waiting on %v)", r.Deps)
+		}
+		if len(r.Drift) > 0 {
+			what += fmt.Sprintf(", repairing drift: %v", r.Drift)
+		}
+	}
+	msg := fmt.Sprintf("host %s step %s: %s", host, r.Kind, what)
+	if n > 1 {
+		msg += fmt.Sprintf(" (and %d more)", n-1)
+	}
+	return msg
+}
+
+func lastErr(r Record) string {
+	if r.LastResult != nil && r.LastResult.Error != "" {
+		return r.LastResult.Error
+	}
+	return "no error recorded"
+}
+
+func firstOf(lists ...[]Record) Record {
+	for _, l := range lists {
+		if len(l) > 0 {
+			return l[0]
+		}
+	}
+	return Record{}
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

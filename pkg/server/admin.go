@@ -1,0 +1,397 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// ApplyRequest carries a manifest file to apply.
+type ApplyRequest struct {
+	File   string `json:"file"`
+	YAML   string `json:"yaml"`
+	DryRun bool   `json:"dryRun,omitempty"`
+}
+
+// ApplyResponse says what the apply changed (or, with DryRun, would change).
+type ApplyResponse struct {
+	DryRun bool     `json:"dryRun,omitempty"`
+	Plan   []string `json:"plan"`
+	Index  uint64   `json:"index,omitempty"`
+}
+
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
+	var req ApplyRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	m, err := api.Decode(req.File, []byte(req.YAML))
+	if err != nil {
+		return err
+	}
+	m.Default()
+	var diff []string
+	var verr error
+	s.cfg.Store.Read(func(v state.View) {
+		diff, verr = PlanDiff(v, req.File, m)
+	})
+	if verr != nil {
+		return verr
+	}
+	if req.DryRun {
+		writeJSON(w, http.StatusOK, ApplyResponse{DryRun: true, Plan: diff})
+		return nil
+	}
+	if err := s.propose(r.Context(), state.CmdApplyManifest, state.ApplyManifest{File: req.File, Manifest: *m}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ApplyResponse{Plan: diff, Index: s.cfg.Store.Index()})
+	return nil
+}
+
+// PlanDiff validates m against the stored state and describes what applying it would
+// change: spec generations and steps added, re-run or removed.
+func PlanDiff(v state.View, file string, m *api.Manifest) ([]string, error) {
+	hosts := map[string]api.Host{}
+	for _, h := range v.Hosts() {
+		if h.Declared {
+			hosts[h.Name] = h.Host
+		}
+	}
+	var site *api.Site
+	old, hasSite := v.Site()
+	if hasSite {
+		site = &old.Site
+	}
+	var out []string
+	if m.Site != nil {
+		switch {
+		case !hasSite:
+			out = append(out, "+ site "+m.Site.Metadata.Name)
+		case old.SpecHash != api.SpecHash(m.Site.Spec):
+			out = append(out, fmt.Sprintf("~ site %s: spec changed (generation %d -> %d)", m.Site.Metadata.Name, old.Site.Metadata.Generation, old.Site.Metadata.Generation+1))
+		}
+		site = m.Site
+	}
+	for _, h := range m.Hosts {
+		prev, ok := hosts[h.Metadata.Name]
+		switch {
+		case !ok:
+			out = append(out, "+ host "+h.Metadata.Name)
+		case api.SpecHash(prev.Spec) != api.SpecHash(h.Spec):
+			out = append(out, fmt.Sprintf("~ host %s: spec changed (generation %d -> %d)", h.Metadata.Name, prev.Metadata.Generation, prev.Metadata.Generation+1))
+		}
+		hosts[h.Metadata.Name] = h
+	}
+	all := make([]api.Host, 0, len(hosts))
+	for _, h := range hosts {
+		all = append(all, h)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Metadata.Name < all[j].Metadata.Name })
+	if errs := api.ValidateSet(file, site, all); len(errs) > 0 {
+		return nil, errs
+	}
+	desired, err := plan.Render(site, all)
+	if err != nil {
+		return nil, err
+	}
+	current := map[string]plan.Record{}
+	for _, r := range v.Steps("") {
+		current[r.ID] = r
+	}
+	next, changed := plan.Reconcile(desired, current)
+	for _, id := range changed {
+		n, ok := next[id]
+		c, had := current[id]
+		switch {
+		case !ok:
+			out = append(out, "- step "+id)
+		case !had:
+			out = append(out, fmt.Sprintf("+ step %s: %s", id, string(n.Inputs)))
+		case c.InputsHash != n.InputsHash:
+			out = append(out, fmt.Sprintf("~ step %s: inputs %s -> %s: %s", id, c.InputsHash, n.InputsHash, string(n.Inputs)))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"no changes"}
+	}
+	return out, nil
+}
+
+func (s *Server) getSite(w http.ResponseWriter, r *http.Request) error {
+	return s.block(w, r, func(v state.View) (any, uint64) {
+		site, ok := v.Site()
+		if !ok {
+			return nil, v.Index()
+		}
+		return site, site.ModifyIndex
+	})
+}
+
+func (s *Server) getHosts(w http.ResponseWriter, r *http.Request) error {
+	return s.block(w, r, func(v state.View) (any, uint64) {
+		hs := v.Hosts()
+		var idx uint64
+		for _, h := range hs {
+			idx = max(idx, h.ModifyIndex)
+		}
+		return hs, idx
+	})
+}
+
+// HostDetail is a host with its steps and recent events, for `describe host`.
+type HostDetail struct {
+	Host   state.HostRecord `json:"host"`
+	Steps  []plan.Record    `json:"steps"`
+	Events []state.Event    `json:"events"`
+}
+
+func (s *Server) getHost(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	var exists bool
+	s.cfg.Store.Read(func(v state.View) { _, exists = v.Host(name) })
+	if !exists {
+		return fmt.Errorf("host %q: %w (see `plinth-coordinator get hosts`)", name, state.ErrNotFound)
+	}
+	return s.block(w, r, func(v state.View) (any, uint64) {
+		h, _ := v.Host(name)
+		d := HostDetail{Host: h, Steps: v.Steps(name)}
+		idx := h.ModifyIndex
+		for _, st := range d.Steps {
+			idx = max(idx, st.ModifyIndex)
+		}
+		for _, e := range v.Events(0) {
+			if e.Object == "host/"+name || strings.HasPrefix(e.Object, "step/"+name+"/") {
+				d.Events = append(d.Events, e)
+			}
+		}
+		return d, idx
+	})
+}
+
+func (s *Server) deleteHost(w http.ResponseWriter, r *http.Request) error {
+	if err := s.propose(r.Context(), state.CmdDeleteHost, state.DeleteHost{Name: r.PathValue("name")}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) getSteps(w http.ResponseWriter, r *http.Request) error {
+	host := r.URL.Query().Get("host")
+	return s.block(w, r, func(v state.View) (any, uint64) {
+		steps := v.Steps(host)
+		var idx uint64
+		for _, st := range steps {
+			idx = max(idx, st.ModifyIndex)
+		}
+		if len(steps) == 0 {
+			idx = v.Index()
+		}
+		return steps, idx
+	})
+}
+
+// RetryRequest names a step to retry.
+type RetryRequest struct {
+	ID string `json:"id"`
+}
+
+func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
+	var req RetryRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	if err := s.propose(r.Context(), state.CmdStepRetry, state.StepRetry{ID: req.ID}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
+	var after uint64
+	if a := r.URL.Query().Get("after"); a != "" {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return &httpError{http.StatusBadRequest, "after: want an event id"}
+		}
+		after = n
+	}
+	return s.block(w, r, func(v state.View) (any, uint64) {
+		evs := v.Events(after)
+		idx := v.Index()
+		if len(evs) == 0 {
+			// Nothing new: report the caller's own index so the query keeps blocking.
+			idx = 0
+		}
+		return evs, idx
+	})
+}
+
+// TokenRequest asks for a join token.
+type TokenRequest struct {
+	Name string        `json:"name"`
+	Role string        `json:"role"`
+	TTL  time.Duration `json:"ttl"`
+}
+
+// TokenResponse carries the printable token; the secret is never stored.
+type TokenResponse struct {
+	Token   string    `json:"token"`
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Role    string    `json:"role"`
+	Expires time.Time `json:"expires"`
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
+	var req TokenRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Role != pki.RoleAgent && req.Role != pki.RoleCoordinator {
+		return &httpError{http.StatusBadRequest, fmt.Sprintf("role: %q is not valid: want agent or coordinator", req.Role)}
+	}
+	if !validName(req.Name) {
+		return &httpError{http.StatusBadRequest, fmt.Sprintf("name: %q is not a valid host name (lowercase letters, digits and '-', at most 63)", req.Name)}
+	}
+	if req.TTL <= 0 {
+		req.TTL = time.Hour
+	}
+	if req.TTL > 7*24*time.Hour {
+		return &httpError{http.StatusBadRequest, "ttl: at most 168h"}
+	}
+	now := time.Now()
+	tok, err := pki.NewToken(req.Name, req.Role, s.cfg.CA.Fingerprint(), now.Add(req.TTL))
+	if err != nil {
+		return err
+	}
+	rec := state.TokenRecord{ID: tok.ID, SecretHash: tok.SecretHash(), Name: req.Name, Role: req.Role, Expires: tok.Expires}
+	if err := s.propose(r.Context(), state.CmdCreateToken, state.CreateToken{Token: rec}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, TokenResponse{Token: tok.String(), ID: tok.ID, Name: tok.Name, Role: tok.Role, Expires: tok.Expires})
+	return nil
+}
+
+func (s *Server) getTokens(w http.ResponseWriter, r *http.Request) error {
+	var out []state.TokenRecord
+	s.cfg.Store.Read(func(v state.View) { out = v.Tokens() })
+	for i := range out {
+		out[i].SecretHash = ""
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// Member is one coordinator as `members` shows it.
+type Member struct {
+	Name     string `json:"name"`
+	RaftAddr string `json:"raftAddr"`
+	APIAddr  string `json:"apiAddr,omitempty"`
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+	Witness  bool   `json:"witness"`
+}
+
+func (s *Server) members(w http.ResponseWriter, r *http.Request) error {
+	ms, err := s.cfg.Raft.Members()
+	if err != nil {
+		return err
+	}
+	byName := map[string]state.Coordinator{}
+	s.cfg.Store.Read(func(v state.View) {
+		for _, c := range v.Coordinators() {
+			byName[c.Name] = c
+		}
+	})
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		c := byName[m.ID]
+		out = append(out, Member{Name: m.ID, RaftAddr: m.Addr, APIAddr: c.APIAddr, Suffrage: m.Suffrage, Leader: m.Leader, Witness: c.Witness})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// Status is this coordinator's view of the cluster.
+type Status struct {
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
+	id, _ := s.cfg.Raft.Leader()
+	writeJSON(w, http.StatusOK, Status{Name: s.cfg.Name, State: s.cfg.Raft.State(), Leader: id, AppliedIndex: s.cfg.Store.Index()})
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	id, _ := s.cfg.Raft.Leader()
+	if id == "" {
+		return &httpError{http.StatusServiceUnavailable, "no raft leader known: " + s.quorumHint()}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "leader": id})
+	return nil
+}
+
+func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Raft.IsLeader() {
+		if err := s.cfg.Raft.Barrier(r.Context()); err != nil {
+			return fmt.Errorf("snapshot: leader barrier: %w", err)
+		}
+	}
+	data, err := s.cfg.Store.Export()
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Plinth-Index", strconv.FormatUint(s.cfg.Store.Index(), 10))
+	_, err = w.Write(data)
+	return err
+}
+
+func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		return &httpError{http.StatusBadRequest, err.Error()}
+	}
+	if !json.Valid(data) {
+		return &httpError{http.StatusBadRequest, "snapshot: not a JSON snapshot written by `plinth-coordinator snapshot save`"}
+	}
+	if err := s.propose(r.Context(), state.CmdRestore, state.Restore{Snapshot: data}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i, c := range s {
+		alnum := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+		if !alnum && (c != '-' || i == 0 || i == len(s)-1) {
+			return false
+		}
+	}
+	return true
+}

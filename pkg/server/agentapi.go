@@ -1,0 +1,370 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// AgentStep is a step as its agent sees it.
+type AgentStep struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	Inputs      json.RawMessage `json:"inputs,omitempty"`
+	InputsHash  string          `json:"inputsHash"`
+	State       plan.State      `json:"state"`
+	RetryAt     time.Time       `json:"retryAt,omitempty"`
+	AppliedHash string          `json:"appliedHash,omitempty"`
+	Attempts    int             `json:"attempts,omitempty"`
+}
+
+// AgentSteps is the answer to an agent's blocking query.
+type AgentSteps struct {
+	Host  string      `json:"host"`
+	Steps []AgentStep `json:"steps"`
+	// DriftCheckSeconds is how often the agent re-observes finished steps.
+	DriftCheckSeconds int `json:"driftCheckSeconds"`
+}
+
+func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
+	host := identity(r).Name
+	return s.block(w, r, func(v state.View) (any, uint64) {
+		out := AgentSteps{Host: host, Steps: []AgentStep{}, DriftCheckSeconds: 60}
+		if site, ok := v.Site(); ok && site.Site.Spec.Policy.DriftCheckSeconds > 0 {
+			out.DriftCheckSeconds = site.Site.Spec.Policy.DriftCheckSeconds
+		}
+		var idx uint64
+		if h, ok := v.Host(host); ok {
+			idx = h.ModifyIndex
+		}
+		for _, st := range v.Steps(host) {
+			idx = max(idx, st.ModifyIndex)
+			out.Steps = append(out.Steps, AgentStep{
+				ID: st.ID, Kind: st.Kind, Inputs: st.Inputs, InputsHash: st.InputsHash,
+				State: st.State, RetryAt: st.RetryAt, AppliedHash: st.AppliedHash, Attempts: st.Attempts,
+			})
+		}
+		return out, idx
+	})
+}
+
+// agentStep serves one step, only to the agent of the host it belongs to.
+func (s *Server) agentStep(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var rec plan.Record
+	var ok bool
+	s.cfg.Store.Read(func(v state.View) { rec, ok = v.Step(id) })
+	if !ok {
+		return fmt.Errorf("step %q: %w", id, state.ErrNotFound)
+	}
+	if err := ownHost(r, rec.Host); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, AgentStep{ID: rec.ID, Kind: rec.Kind, Inputs: rec.Inputs, InputsHash: rec.InputsHash, State: rec.State, RetryAt: rec.RetryAt, AppliedHash: rec.AppliedHash})
+	return nil
+}
+
+func ownHost(r *http.Request, host string) error {
+	if id := identity(r); id.Name != host {
+		return &httpError{http.StatusForbidden, fmt.Sprintf("agent %q may only access its own host, not %q", id.Name, host)}
+	}
+	return nil
+}
+
+func (s *Server) stepOwner(id string) string {
+	var host string
+	s.cfg.Store.Read(func(v state.View) {
+		if r, ok := v.Step(id); ok {
+			host = r.Host
+		}
+	})
+	return host
+}
+
+// StepReport is an agent's report about one of its steps.
+type StepReport struct {
+	ID         string         `json:"id"`
+	InputsHash string         `json:"inputsHash"`
+	Result     *driver.Result `json:"result,omitempty"`
+	Changes    []string       `json:"changes,omitempty"`
+}
+
+func (s *Server) agentReport(r *http.Request) (StepReport, error) {
+	var rep StepReport
+	if err := readJSON(r, &rep); err != nil {
+		return rep, err
+	}
+	owner := s.stepOwner(rep.ID)
+	if owner == "" {
+		return rep, fmt.Errorf("step %q: %w", rep.ID, state.ErrNotFound)
+	}
+	return rep, ownHost(r, owner)
+}
+
+func (s *Server) agentStart(w http.ResponseWriter, r *http.Request) error {
+	rep, err := s.agentReport(r)
+	if err != nil {
+		return err
+	}
+	if err := s.propose(r.Context(), state.CmdStepStart, state.StepStart{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
+	rep, err := s.agentReport(r)
+	if err != nil {
+		return err
+	}
+	if rep.Result == nil {
+		return &httpError{http.StatusBadRequest, "result: required"}
+	}
+	if err := s.propose(r.Context(), state.CmdStepResult, state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, Result: *rep.Result}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) agentDrift(w http.ResponseWriter, r *http.Request) error {
+	rep, err := s.agentReport(r)
+	if err != nil {
+		return err
+	}
+	if err := s.propose(r.Context(), state.CmdStepDrift, state.StepDrift{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, Changes: rep.Changes}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// FactsReport carries host facts and their hash.
+type FactsReport struct {
+	Facts json.RawMessage `json:"facts"`
+	Hash  string          `json:"hash"`
+}
+
+func (s *Server) agentFacts(w http.ResponseWriter, r *http.Request) error {
+	var rep FactsReport
+	if err := readJSON(r, &rep); err != nil {
+		return err
+	}
+	host := identity(r).Name
+	var same bool
+	s.cfg.Store.Read(func(v state.View) {
+		h, ok := v.Host(host)
+		same = ok && h.FactsHash == rep.Hash
+	})
+	if !same {
+		if err := s.propose(r.Context(), state.CmdReportFacts, state.ReportFacts{Host: host, Facts: rep.Facts, Hash: rep.Hash}); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+// RenewRequest carries a CSR for a fresh certificate with the same identity.
+type RenewRequest struct {
+	CSR string `json:"csr"`
+}
+
+// CertResponse carries a signed certificate.
+type CertResponse struct {
+	Cert string `json:"cert"`
+	CA   string `json:"ca"`
+}
+
+func (s *Server) agentRenew(w http.ResponseWriter, r *http.Request) error {
+	var req RenewRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	id := identity(r)
+	certPEM, cert, err := s.cfg.CA.SignCSR([]byte(req.CSR), id.Name, id.Role, s.cfg.AgentCertTTL, time.Now())
+	if err != nil {
+		return &httpError{http.StatusBadRequest, err.Error()}
+	}
+	body := state.RenewIdentity{Name: id.Name, Role: id.Role, OldSerial: id.Serial, Serial: cert.SerialNumber.Text(16), NotAfter: cert.NotAfter}
+	if err := s.propose(r.Context(), state.CmdRenewIdentity, body); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, CertResponse{Cert: string(certPEM), CA: string(s.cfg.CA.CertPEM)})
+	return nil
+}
+
+// AgentConfig is what an agent needs beyond its certificate.
+type AgentConfig struct {
+	Coordinators []string `json:"coordinators"`
+	GossipSeeds  []string `json:"gossipSeeds"`
+	GossipKey    []byte   `json:"gossipKey,omitempty"`
+}
+
+func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) error {
+	cfg, err := s.agentConfigFor()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cfg)
+	return nil
+}
+
+// GossipKeySecret names the sealed gossip encryption key in the secrets table.
+const GossipKeySecret = "gossip-key"
+
+func (s *Server) agentConfigFor() (AgentConfig, error) {
+	var out AgentConfig
+	var sealed state.SecretRecord
+	var ok bool
+	s.cfg.Store.Read(func(v state.View) {
+		for _, c := range v.Coordinators() {
+			out.Coordinators = append(out.Coordinators, c.APIAddr)
+			if c.GossipAddr != "" {
+				out.GossipSeeds = append(out.GossipSeeds, c.GossipAddr)
+			}
+		}
+		sealed, ok = v.Secret(GossipKeySecret)
+	})
+	if ok {
+		key, err := pki.Open(s.cfg.DataKey, sealed.Ciphertext, []byte(GossipKeySecret))
+		if err != nil {
+			return out, fmt.Errorf("gossip key: %w", err)
+		}
+		out.GossipKey = key
+	}
+	return out, nil
+}
+
+// EnrollRequest is sent by a host joining with a token, over the join port.
+type EnrollRequest struct {
+	Token string   `json:"token"`
+	Name  string   `json:"name"`
+	CSR   string   `json:"csr"`
+	IPs   []string `json:"ips,omitempty"`
+}
+
+// EnrollResponse hands the new member its identity and what it needs to take part.
+type EnrollResponse struct {
+	Cert   string      `json:"cert"`
+	CA     string      `json:"ca"`
+	Config AgentConfig `json:"config"`
+	// Coordinators joining the cluster also receive the keys every coordinator holds.
+	CAKey   string `json:"caKey,omitempty"`
+	DataKey []byte `json:"dataKey,omitempty"`
+}
+
+// CoordinatorCertTTL is the lifetime of coordinator certificates.
+const CoordinatorCertTTL = 365 * 24 * time.Hour
+
+func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+	err := s.doEnroll(w, r)
+	if err != nil {
+		s.log.Warn("enrolment refused", "remote", r.RemoteAddr, "err", err)
+		s.writeErr(w, r, err)
+	}
+}
+
+func (s *Server) doEnroll(w http.ResponseWriter, r *http.Request) error {
+	var req EnrollRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	tok, err := pki.ParseToken(req.Token)
+	if err != nil {
+		s.recordRefusal(r, req.Name, "MalformedToken", err.Error())
+		return &httpError{http.StatusForbidden, "enrolment refused: " + err.Error()}
+	}
+	if tok.CAFingerprint != s.cfg.CA.Fingerprint() {
+		s.recordRefusal(r, req.Name, "WrongSite", "token was issued by another site's CA")
+		return &httpError{http.StatusForbidden, "enrolment refused: token was issued by another site's CA"}
+	}
+	ttl := s.cfg.AgentCertTTL
+	if tok.Role == pki.RoleCoordinator {
+		ttl = CoordinatorCertTTL
+	}
+	certPEM, cert, err := s.cfg.CA.SignCSR([]byte(req.CSR), req.Name, tok.Role, ttl, time.Now())
+	if err != nil {
+		return &httpError{http.StatusBadRequest, "csr: " + err.Error()}
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	cmd := state.Enroll{TokenID: tok.ID, SecretHash: tok.SecretHash(), Name: req.Name, Role: tok.Role,
+		Serial: cert.SerialNumber.Text(16), NotAfter: cert.NotAfter, Remote: host}
+	if err := s.propose(r.Context(), state.CmdEnroll, cmd); err != nil {
+		var ee *state.EnrolError
+		var he *httpError
+		if errors.As(err, &ee) || (errors.As(err, &he) && he.Status == http.StatusForbidden) {
+			return &httpError{http.StatusForbidden, "enrolment refused: " + err.Error()}
+		}
+		return err
+	}
+	cfg, err := s.agentConfigFor()
+	if err != nil {
+		return err
+	}
+	resp := EnrollResponse{Cert: string(certPEM), CA: string(s.cfg.CA.CertPEM), Config: cfg}
+	if tok.Role == pki.RoleCoordinator {
+		keyPEM, err := pki.EncodeKey(s.cfg.CA.Key)
+		if err != nil {
+			return err
+		}
+		resp.CAKey, resp.DataKey = string(keyPEM), s.cfg.DataKey
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// recordRefusal notes a refusal the FSM never saw (malformed or foreign tokens).
+func (s *Server) recordRefusal(r *http.Request, name, reason, msg string) {
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	ev := state.Event{Type: state.EventWarning, Object: "host/" + name, Reason: reason,
+		Message: fmt.Sprintf("enrolment of %q from %s refused: %s", name, host, msg)}
+	if err := s.propose(r.Context(), state.CmdRecordEvent, state.RecordEvent{Event: ev}); err != nil {
+		s.log.Warn("could not record refusal event", "err", err)
+	}
+}
+
+// RaftJoinRequest asks the leader to add the calling coordinator as a voter.
+type RaftJoinRequest struct {
+	Name       string `json:"name"`
+	RaftAddr   string `json:"raftAddr"`
+	APIAddr    string `json:"apiAddr"`
+	GossipAddr string `json:"gossipAddr,omitempty"`
+	Witness    bool   `json:"witness,omitempty"`
+}
+
+func (s *Server) raftJoin(w http.ResponseWriter, r *http.Request) error {
+	var req RaftJoinRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	if id := identity(r); id.Name != req.Name {
+		return &httpError{http.StatusForbidden, fmt.Sprintf("coordinator %q may only join as itself, not %q", id.Name, req.Name)}
+	}
+	if !s.cfg.Raft.IsLeader() {
+		leader, _ := s.cfg.Raft.Leader()
+		return &httpError{http.StatusServiceUnavailable, fmt.Sprintf("not the leader (leader is %q); ask it", leader)}
+	}
+	co := state.Coordinator{Name: req.Name, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr, GossipAddr: req.GossipAddr, Witness: req.Witness}
+	// Record the addresses first so forwarding to the new member works the moment it votes.
+	if err := s.propose(r.Context(), state.CmdAddCoordinator, state.AddCoordinator{Coordinator: co}); err != nil {
+		return err
+	}
+	if err := s.cfg.Raft.AddVoter(r.Context(), req.Name, req.RaftAddr); err != nil {
+		return fmt.Errorf("add voter %s at %s: %w", req.Name, req.RaftAddr, err)
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+var _ = api.ConditionTrue

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/plinth-dev/plinth/pkg/consensus"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// Metrics is the coordinator's Prometheus registry.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.HistogramVec
+	applies  *prometheus.HistogramVec
+	handler  http.Handler
+}
+
+// NewMetrics registers the coordinator's metrics, reading raft and the store at scrape time.
+func NewMetrics(store *state.Store, node *consensus.Node) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "plinth_api_request_seconds", Help: "API request latency by route and status.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"route", "code"})
+	m.applies = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "plinth_fsm_apply_seconds", Help: "Time to apply one command to the state machine.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 16),
+	}, []string{"command", "result"})
+	m.reg.MustRegister(m.requests, m.applies, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&stateCollector{store: store, node: node})
+	store.OnApply = func(typ string, d time.Duration, err error) {
+		res := "ok"
+		if err != nil {
+			res = "refused"
+		}
+		m.applies.WithLabelValues(typ, res).Observe(d.Seconds())
+	}
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+func (m *Metrics) request(route string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Metrics == nil {
+		return &httpError{http.StatusNotFound, "metrics are disabled"}
+	}
+	s.cfg.Metrics.handler.ServeHTTP(w, r)
+	return nil
+}
+
+var (
+	descRaftState = prometheus.NewDesc("plinth_raft_state", "1 for this coordinator's current raft state.", []string{"state"}, nil)
+	descRaftIndex = prometheus.NewDesc("plinth_raft_applied_index", "Last raft index applied to the state machine.", nil, nil)
+	descLeader    = prometheus.NewDesc("plinth_raft_leader", "1 if this coordinator is the leader.", nil, nil)
+	descSteps     = prometheus.NewDesc("plinth_steps", "Steps by state.", []string{"state"}, nil)
+	descHosts     = prometheus.NewDesc("plinth_hosts", "Declared hosts by condition type and status.", []string{"condition", "status"}, nil)
+	descEvents    = prometheus.NewDesc("plinth_events_total", "Events recorded since the cluster began.", nil, nil)
+)
+
+type stateCollector struct {
+	store *state.Store
+	node  *consensus.Node
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRaftState, descRaftIndex, descLeader, descSteps, descHosts, descEvents} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.node != nil {
+		for _, st := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
+			v := 0.0
+			if c.node.State() == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, st)
+		}
+		l := 0.0
+		if c.node.IsLeader() {
+			l = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, l)
+	}
+	c.store.Read(func(v state.View) {
+		ch <- prometheus.MustNewConstMetric(descRaftIndex, prometheus.GaugeValue, float64(v.Index()))
+		steps := map[string]int{}
+		for _, s := range v.Steps("") {
+			steps[string(s.State)]++
+		}
+		for _, st := range []string{"Pending", "Ready", "Running", "Succeeded", "Failed", "Blocked"} {
+			ch <- prometheus.MustNewConstMetric(descSteps, prometheus.GaugeValue, float64(steps[st]), st)
+		}
+		hosts := map[[2]string]int{}
+		for _, h := range v.Hosts() {
+			for _, cond := range h.Host.Status.Conditions {
+				hosts[[2]string{cond.Type, cond.Status}]++
+			}
+		}
+		for k, n := range hosts {
+			ch <- prometheus.MustNewConstMetric(descHosts, prometheus.GaugeValue, float64(n), k[0], k[1])
+		}
+		evs := v.Events(0)
+		var last uint64
+		if len(evs) > 0 {
+			last = evs[len(evs)-1].ID
+		}
+		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(last))
+	})
+}

@@ -1,0 +1,406 @@
+// Package server is the coordinator's HTTPS API: mTLS authentication, per-identity
+// authorization, Consul-style blocking reads from the replicated state, and writes
+// proposed to Raft (forwarded to the leader when this coordinator is a follower).
+//
+// It owns the mapping from requests to commands. It must never change state except by
+// proposing a command, and never return a secret to an identity that does not own it.
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/consensus"
+	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// Config wires a Server.
+type Config struct {
+	Name    string
+	Store   *state.Store
+	Raft    *consensus.Node
+	CA      *pki.CA
+	Bundle  pki.Bundle
+	DataKey []byte
+	Logger  *slog.Logger
+	// AgentCertTTL is how long agent certificates live; agents renew at half-life.
+	AgentCertTTL time.Duration
+	// Gossip is this coordinator's membership, if running.
+	Gossip GossipInfo
+	// Metrics receives request and apply measurements; nil disables them.
+	Metrics *Metrics
+}
+
+// GossipInfo tells agents how to join the membership pool.
+type GossipInfo interface {
+	Seeds() []string
+}
+
+// Server serves the coordinator API.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	fwd    *http.Client
+	mux    *http.ServeMux
+	joinMx *http.ServeMux
+}
+
+// New builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.AgentCertTTL == 0 {
+		cfg.AgentCertTTL = 24 * time.Hour
+	}
+	clientTLS, err := cfg.Bundle.ClientTLSVerify("", pki.RequireRole(pki.RoleCoordinator))
+	if err != nil {
+		return nil, fmt.Errorf("server: forwarding tls: %w", err)
+	}
+	s := &Server{
+		cfg: cfg,
+		log: cfg.Logger,
+		fwd: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: clientTLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16,
+		}},
+	}
+	s.routes()
+	return s, nil
+}
+
+// ServeAPI serves the mTLS API on ln until ctx ends.
+func (s *Server) ServeAPI(ctx context.Context, ln net.Listener) error {
+	tc, err := s.cfg.Bundle.ServerTLS(nil)
+	if err != nil {
+		return fmt.Errorf("server: api tls: %w", err)
+	}
+	return s.serve(ctx, tls.NewListener(ln, tc), s.mux)
+}
+
+// ServeJoin serves the enrolment endpoint, which accepts clients without certificates.
+func (s *Server) ServeJoin(ctx context.Context, ln net.Listener) error {
+	tc, err := s.cfg.Bundle.JoinServerTLS()
+	if err != nil {
+		return fmt.Errorf("server: join tls: %w", err)
+	}
+	return s.serve(ctx, tls.NewListener(ln, tc), s.joinMx)
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		case <-done:
+		}
+	}()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Handler exposes the mTLS API handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// JoinHandler exposes the enrolment handler.
+func (s *Server) JoinHandler() http.Handler { return s.joinMx }
+
+type ctxKey struct{}
+
+// identity of the caller, set by authn.
+func identity(r *http.Request) pki.Identity {
+	id, _ := r.Context().Value(ctxKey{}).(pki.Identity)
+	return id
+}
+
+// handle registers a route for the given roles.
+func (s *Server) handle(pattern string, roles []string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id, err := pki.PeerIdentity(r.TLS)
+		if err != nil {
+			s.writeErr(w, r, &httpError{http.StatusUnauthorized, "a client certificate from this site's CA is required: " + err.Error()})
+			return
+		}
+		allowed := false
+		for _, role := range roles {
+			allowed = allowed || id.Role == role
+		}
+		if !allowed {
+			s.writeErr(w, r, &httpError{http.StatusForbidden, fmt.Sprintf("%s %q may not call %s %s (needs role %v)", id.Role, id.Name, r.Method, r.URL.Path, roles)})
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+		err = h(w, r)
+		if err != nil {
+			s.writeErr(w, r, err)
+		}
+		s.cfg.Metrics.request(pattern, statusOf(err), time.Since(start))
+	})
+}
+
+var (
+	admins       = []string{pki.RoleAdmin}
+	readers      = []string{pki.RoleAdmin, pki.RoleCoordinator}
+	agents       = []string{pki.RoleAgent}
+	coordinators = []string{pki.RoleCoordinator}
+	anyone       = []string{pki.RoleAdmin, pki.RoleCoordinator, pki.RoleAgent}
+)
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.joinMx = http.NewServeMux()
+	s.joinMx.HandleFunc("POST /v1/enroll", s.enroll)
+	s.joinMx.HandleFunc("GET /healthz", s.healthz)
+
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.handle("GET /readyz", anyone, s.readyz)
+	s.handle("GET /metrics", anyone, s.metrics)
+	s.handle("GET /v1/status", anyone, s.status)
+
+	s.handle("POST /v1/apply", admins, s.apply)
+	s.handle("GET /v1/site", readers, s.getSite)
+	s.handle("GET /v1/hosts", readers, s.getHosts)
+	s.handle("GET /v1/hosts/{name}", readers, s.getHost)
+	s.handle("DELETE /v1/hosts/{name}", admins, s.deleteHost)
+	s.handle("GET /v1/steps", readers, s.getSteps)
+	s.handle("POST /v1/retry", admins, s.retry)
+	s.handle("GET /v1/events", readers, s.getEvents)
+	s.handle("POST /v1/tokens", admins, s.createToken)
+	s.handle("GET /v1/tokens", admins, s.getTokens)
+	s.handle("GET /v1/members", readers, s.members)
+	s.handle("GET /v1/snapshot", admins, s.snapshotSave)
+	s.handle("POST /v1/snapshot", admins, s.snapshotRestore)
+
+	s.handle("GET /v1/agent/steps", agents, s.agentSteps)
+	s.handle("GET /v1/agent/steps/{id...}", agents, s.agentStep)
+	s.handle("POST /v1/agent/start", agents, s.agentStart)
+	s.handle("POST /v1/agent/result", agents, s.agentResult)
+	s.handle("POST /v1/agent/drift", agents, s.agentDrift)
+	s.handle("POST /v1/agent/facts", agents, s.agentFacts)
+	s.handle("POST /v1/agent/renew", agents, s.agentRenew)
+	s.handle("GET /v1/agent/config", agents, s.agentConfig)
+
+	s.handle("POST /v1/internal/apply", coordinators, s.internalApply)
+	s.handle("POST /v1/internal/raft-join", coordinators, s.raftJoin)
+}
+
+// httpError is an error with the status it maps to.
+type httpError struct {
+	Status int    `json:"status"`
+	Msg    string `json:"error"`
+}
+
+func (e *httpError) Error() string { return e.Msg }
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error  string           `json:"error"`
+	Fields []api.FieldError `json:"fields,omitempty"`
+}
+
+func statusOf(err error) int {
+	var he *httpError
+	var el api.ErrorList
+	var ee *state.EnrolError
+	var se *plan.StaleError
+	var nl *consensus.NotLeaderError
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &he):
+		return he.Status
+	case errors.As(err, &el):
+		return http.StatusUnprocessableEntity
+	case errors.As(err, &ee):
+		return http.StatusForbidden
+	case errors.As(err, &se):
+		return http.StatusConflict
+	case errors.Is(err, state.ErrNotFound):
+		return http.StatusNotFound
+	case errors.As(err, &nl), errors.Is(err, errNoQuorum):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	body := ErrorBody{Error: err.Error()}
+	var el api.ErrorList
+	if errors.As(err, &el) {
+		body.Fields = el
+	}
+	if code >= 500 {
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	}
+	writeJSON(w, code, body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &httpError{http.StatusBadRequest, "request body: " + err.Error()}
+	}
+	return nil
+}
+
+// blocking parses ?index=N&wait=D. wait defaults to 5m and is capped at 10m.
+func blocking(r *http.Request) (uint64, time.Duration, error) {
+	q := r.URL.Query()
+	var idx uint64
+	if v := q.Get("index"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, &httpError{http.StatusBadRequest, "index: want a non-negative integer, got " + strconv.Quote(v)}
+		}
+		idx = n
+	}
+	wait := 5 * time.Minute
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return 0, 0, &httpError{http.StatusBadRequest, "wait: want a duration like 30s, got " + strconv.Quote(v)}
+		}
+		wait = d
+	}
+	return idx, min(wait, 10*time.Minute), nil
+}
+
+// block runs a blocking query and writes the result with its index.
+func (s *Server) block(w http.ResponseWriter, r *http.Request, query func(v state.View) (any, uint64)) error {
+	idx, wait, err := blocking(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	var out any
+	var at uint64
+	s.cfg.Store.Block(ctx, idx, func(v state.View) uint64 {
+		out, at = query(v)
+		return at
+	})
+	if at == 0 {
+		at = 1
+	}
+	w.Header().Set("X-Plinth-Index", strconv.FormatUint(at, 10))
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+var errNoQuorum = errors.New("no leader")
+
+// propose encodes a command stamped with the leader-side clock and commits it.
+func (s *Server) propose(ctx context.Context, typ string, body any) error {
+	data, err := state.Encode(typ, time.Now(), body)
+	if err != nil {
+		return err
+	}
+	return s.commit(ctx, data)
+}
+
+// commit applies on the leader, or forwards to it.
+func (s *Server) commit(ctx context.Context, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if s.cfg.Raft.IsLeader() {
+		_, _, err := s.cfg.Raft.Apply(ctx, data)
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("%w: write not committed within 10s (%v); %s", errNoQuorum, err, s.quorumHint())
+		}
+		return err
+	}
+	leaderID, _ := s.cfg.Raft.Leader()
+	if leaderID == "" {
+		return fmt.Errorf("%w: no coordinator is leader, so writes are refused; %s", errNoQuorum, s.quorumHint())
+	}
+	var addr string
+	s.cfg.Store.Read(func(v state.View) {
+		for _, c := range v.Coordinators() {
+			if c.Name == leaderID {
+				addr = c.APIAddr
+			}
+		}
+	})
+	if addr == "" {
+		return fmt.Errorf("%w: leader %s has no known API address yet; retry", errNoQuorum, leaderID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/internal/apply", bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	resp, err := s.fwd.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: forward to leader %s at %s: %v", errNoQuorum, leaderID, addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	var eb ErrorBody
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
+	if len(eb.Fields) > 0 {
+		return api.ErrorList(eb.Fields)
+	}
+	return &httpError{resp.StatusCode, eb.Error}
+}
+
+func (s *Server) quorumHint() string {
+	ms, err := s.cfg.Raft.Members()
+	if err != nil {
+		return "membership unknown: " + err.Error()
+	}
+	hint := fmt.Sprintf("%d voting coordinator(s) configured; a majority must be up", len(ms))
+	if len(ms) == 2 {
+		hint += "; with two controllers and no witness, losing one stops writes: if it is gone for good, fence it and run `plinth-coordinator recover --force-single` on the survivor"
+	}
+	return hint
+}
+
+func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		return &httpError{http.StatusBadRequest, err.Error()}
+	}
+	if !s.cfg.Raft.IsLeader() {
+		return &httpError{http.StatusServiceUnavailable, "not the leader any more; retry"}
+	}
+	if err := s.commit(r.Context(), data); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}

@@ -1,0 +1,477 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+// applier carries one command's context: the tables, its log index and its time.
+type applier struct {
+	t   *tables
+	idx uint64
+	now time.Time
+}
+
+// EnrolError is the FSM's refusal of an enrolment; Reason is stable for callers.
+type EnrolError struct {
+	Reason string
+	Msg    string
+}
+
+func (e *EnrolError) Error() string { return e.Msg }
+
+func (a *applier) event(typ, object, reason, msg string) {
+	a.t.NextEventID++
+	a.t.Events = append(a.t.Events, Event{ID: a.t.NextEventID, Time: a.now, Type: typ, Object: object, Reason: reason, Message: msg})
+	if over := len(a.t.Events) - MaxEvents; over > 0 {
+		a.t.Events = append([]Event(nil), a.t.Events[over:]...)
+	}
+}
+
+func (a *applier) applyManifest(b ApplyManifest) error {
+	m := b.Manifest
+	m.Default()
+	site := a.t.Site
+	var newSite *api.Site
+	if m.Site != nil {
+		newSite = m.Site
+	} else if site != nil {
+		s := site.Site
+		newSite = &s
+	}
+	hosts := map[string]api.Host{}
+	for name, h := range a.t.Hosts {
+		if h.Declared {
+			hosts[name] = h.Host
+		}
+	}
+	for _, h := range m.Hosts {
+		hosts[h.Metadata.Name] = h
+	}
+	all := make([]api.Host, 0, len(hosts))
+	for _, h := range hosts {
+		all = append(all, h)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Metadata.Name < all[j].Metadata.Name })
+	if errs := api.ValidateSet(b.File, newSite, all); len(errs) > 0 {
+		return errs
+	}
+
+	if m.Site != nil {
+		hash := api.SpecHash(m.Site.Spec)
+		if site == nil || site.SpecHash != hash || site.Site.Metadata.Name != m.Site.Metadata.Name {
+			rec := &SiteRecord{Site: *m.Site, SpecHash: hash, File: b.File, ModifyIndex: a.idx}
+			rec.Site.Metadata.Generation = 1
+			if site != nil {
+				rec.Site.Metadata.Generation = site.Site.Metadata.Generation + 1
+				rec.Site.Status = site.Site.Status
+			}
+			rec.Site.Status.ObservedGeneration = rec.Site.Metadata.Generation
+			a.t.Site = rec
+			a.event(EventNormal, "site/"+m.Site.Metadata.Name, "SpecChanged", fmt.Sprintf("site %s generation %d applied from %s", m.Site.Metadata.Name, rec.Site.Metadata.Generation, nonEmpty(b.File, "the API")))
+		}
+	}
+	for _, h := range m.Hosts {
+		name := h.Metadata.Name
+		hash := api.SpecHash(h.Spec)
+		rec, ok := a.t.Hosts[name]
+		if !ok {
+			rec = &HostRecord{Name: name}
+			a.t.Hosts[name] = rec
+		}
+		if rec.Declared && rec.SpecHash == hash && mapsEqual(rec.Host.Metadata.Labels, h.Metadata.Labels) {
+			continue
+		}
+		status := rec.Host.Status
+		gen := rec.Host.Metadata.Generation + 1
+		rec.Host = h
+		rec.Host.Metadata.Generation = gen
+		rec.Host.Status = status
+		rec.Declared = true
+		rec.SpecHash = hash
+		rec.ModifyIndex = a.idx
+		a.event(EventNormal, "host/"+name, "SpecChanged", fmt.Sprintf("host %s generation %d applied", name, gen))
+	}
+	a.t.Invalid = ""
+	return a.replan()
+}
+
+func (a *applier) deleteHost(b DeleteHost) error {
+	rec, ok := a.t.Hosts[b.Name]
+	if !ok {
+		return fmt.Errorf("host %q: %w", b.Name, ErrNotFound)
+	}
+	if a.t.Site != nil {
+		for _, c := range a.t.Site.Site.Spec.Controllers {
+			if c == b.Name {
+				return fmt.Errorf("host %q is a controller of site %s: remove it from spec.controllers first", b.Name, a.t.Site.Site.Metadata.Name)
+			}
+		}
+		if a.t.Site.Site.Spec.Witness == b.Name {
+			return fmt.Errorf("host %q is the witness of site %s: remove it from spec.witness first", b.Name, a.t.Site.Site.Metadata.Name)
+		}
+	}
+	if rec.Enrolled {
+		rec.Declared = false
+		rec.Host = api.Host{}
+		rec.SpecHash = ""
+		rec.ModifyIndex = a.idx
+	} else {
+		delete(a.t.Hosts, b.Name)
+	}
+	a.event(EventNormal, "host/"+b.Name, "Deleted", "host "+b.Name+" removed from the site")
+	return a.replan()
+}
+
+// replan renders steps from the declared state and merges them with progress.
+func (a *applier) replan() error {
+	var site *api.Site
+	if a.t.Site != nil {
+		s := a.t.Site.Site
+		site = &s
+	}
+	var hosts []api.Host
+	for _, h := range a.t.Hosts {
+		if h.Declared {
+			hosts = append(hosts, h.Host)
+		}
+	}
+	desired, err := plan.Render(site, hosts)
+	if err != nil {
+		return err
+	}
+	next, changed := plan.Reconcile(desired, a.t.Steps)
+	for _, id := range changed {
+		r, ok := next[id]
+		old, had := a.t.Steps[id]
+		switch {
+		case !ok:
+			a.event(EventNormal, "step/"+id, "StepRemoved", "step "+id+" is no longer needed")
+		case !had:
+			a.event(EventNormal, "step/"+id, "StepPlanned", fmt.Sprintf("step %s planned (%s)", id, r.State))
+		case old.InputsHash != r.InputsHash:
+			a.event(EventNormal, "step/"+id, "InputsChanged", fmt.Sprintf("step %s inputs changed %s -> %s: it will run again", id, old.InputsHash, r.InputsHash))
+		}
+		if ok {
+			r.ModifyIndex = a.idx
+			next[id] = r
+		}
+	}
+	a.t.Steps = next
+	return nil
+}
+
+func (a *applier) createToken(b CreateToken) error {
+	if b.Token.ID == "" || b.Token.SecretHash == "" {
+		return errors.New("token: id and secret hash are required")
+	}
+	if _, dup := a.t.Tokens[b.Token.ID]; dup {
+		return fmt.Errorf("token %s already exists", b.Token.ID)
+	}
+	tok := b.Token
+	tok.CreatedAt = a.now
+	a.t.Tokens[tok.ID] = &tok
+	a.event(EventNormal, "token/"+tok.ID, "TokenCreated", fmt.Sprintf("join token for %s %s, expires %s", tok.Role, tok.Name, tok.Expires.UTC().Format(time.RFC3339)))
+	// Tokens that expired long ago are dropped here, deterministically.
+	for id, t := range a.t.Tokens {
+		if a.now.Sub(t.Expires) > 7*24*time.Hour {
+			delete(a.t.Tokens, id)
+		}
+	}
+	return nil
+}
+
+func (a *applier) enroll(b Enroll) error {
+	refuse := func(reason, msg string) error {
+		a.event(EventWarning, "token/"+b.TokenID, reason, fmt.Sprintf("enrolment of %s %s refused: %s", b.Role, b.Name, msg))
+		return &EnrolError{Reason: reason, Msg: msg}
+	}
+	tok, ok := a.t.Tokens[b.TokenID]
+	switch {
+	case !ok:
+		return refuse("UnknownToken", "token is not known to this site (forged, or for another site)")
+	case tok.SecretHash != b.SecretHash:
+		return refuse("BadSecret", "token secret does not match (forged or corrupted token)")
+	case !tok.UsedAt.IsZero():
+		return refuse("TokenUsed", fmt.Sprintf("token was already used at %s: tokens are single-use; create a new one with `plinth-coordinator node enroll %s`", tok.UsedAt.UTC().Format(time.RFC3339), tok.Name))
+	case !a.now.Before(tok.Expires):
+		return refuse("TokenExpired", fmt.Sprintf("token expired at %s; create a new one with `plinth-coordinator node enroll %s`", tok.Expires.UTC().Format(time.RFC3339), tok.Name))
+	case tok.Name != b.Name:
+		return refuse("WrongHost", fmt.Sprintf("token is bound to %q, but %q presented it", tok.Name, b.Name))
+	case tok.Role != b.Role:
+		return refuse("WrongRole", fmt.Sprintf("token is for role %q, not %q", tok.Role, b.Role))
+	}
+	tok.UsedAt = a.now
+	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now}
+	if b.Role == "agent" {
+		rec, ok := a.t.Hosts[b.Name]
+		if !ok {
+			rec = &HostRecord{Name: b.Name}
+			a.t.Hosts[b.Name] = rec
+		}
+		rec.Enrolled = true
+		rec.Reachable = api.ConditionUnknown
+		rec.ModifyIndex = a.idx
+	}
+	a.event(EventNormal, "host/"+b.Name, "Enrolled", fmt.Sprintf("%s %s enrolled from %s; certificate %s valid until %s", b.Role, b.Name, nonEmpty(b.Remote, "unknown address"), b.Serial, b.NotAfter.UTC().Format(time.RFC3339)))
+	return nil
+}
+
+func (a *applier) renewIdentity(b RenewIdentity) error {
+	old, ok := a.t.Identities[b.OldSerial]
+	if !ok || old.Name != b.Name || old.Role != b.Role {
+		return fmt.Errorf("renew: certificate %s is not a known %s identity of %s", b.OldSerial, b.Role, b.Name)
+	}
+	old.Replaced = b.Serial
+	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now}
+	// Forget identities that expired: they can no longer authenticate anyway.
+	for serial, id := range a.t.Identities {
+		if a.now.After(id.NotAfter) {
+			delete(a.t.Identities, serial)
+		}
+	}
+	return nil
+}
+
+func (a *applier) host(name string) (*HostRecord, error) {
+	h, ok := a.t.Hosts[name]
+	if !ok {
+		return nil, fmt.Errorf("host %q: %w", name, ErrNotFound)
+	}
+	return h, nil
+}
+
+func (a *applier) reportFacts(b ReportFacts) error {
+	h, err := a.host(b.Host)
+	if err != nil {
+		return err
+	}
+	if h.FactsHash == b.Hash {
+		return nil
+	}
+	h.Facts, h.FactsHash, h.FactsAt, h.ModifyIndex = b.Facts, b.Hash, a.now, a.idx
+	return nil
+}
+
+func (a *applier) step(id, host string) (plan.Record, error) {
+	r, ok := a.t.Steps[id]
+	if !ok {
+		return r, fmt.Errorf("step %q: %w", id, ErrNotFound)
+	}
+	if host != "" && r.Host != host {
+		return r, fmt.Errorf("step %q belongs to host %s, not %s", id, r.Host, host)
+	}
+	return r, nil
+}
+
+func (a *applier) policy() plan.Policy {
+	if a.t.Site == nil {
+		return plan.PolicyFrom(api.Policy{})
+	}
+	return plan.PolicyFrom(a.t.Site.Site.Spec.Policy)
+}
+
+func (a *applier) putStep(r plan.Record) {
+	r.ModifyIndex = a.idx
+	a.t.Steps[r.ID] = r
+	for _, id := range plan.Regate(a.t.Steps) {
+		s := a.t.Steps[id]
+		s.ModifyIndex = a.idx
+		a.t.Steps[id] = s
+	}
+}
+
+func (a *applier) stepStart(b StepStart) error {
+	r, err := a.step(b.ID, b.Host)
+	if err != nil {
+		return err
+	}
+	if r.State == plan.Running && r.InputsHash == b.InputsHash {
+		return nil
+	}
+	r, err = plan.Start(r, b.InputsHash, a.now)
+	if err != nil {
+		return err
+	}
+	a.putStep(r)
+	return nil
+}
+
+func (a *applier) stepResult(b StepResult) error {
+	r, err := a.step(b.ID, b.Host)
+	if err != nil {
+		return err
+	}
+	before := r.State
+	r, err = plan.Finish(r, b.InputsHash, b.Result, a.now, a.policy())
+	if err != nil {
+		return err
+	}
+	if before == r.State && r.State == plan.Succeeded {
+		return nil
+	}
+	a.putStep(r)
+	switch r.State {
+	case plan.Succeeded:
+		msg := "no changes needed"
+		if len(b.Result.Changes) > 0 {
+			msg = strings.Join(b.Result.Changes, "; ")
+		}
+		a.event(EventNormal, "step/"+r.ID, "StepSucceeded", fmt.Sprintf("host %s step %s succeeded: %s", r.Host, r.Kind, msg))
+	case plan.Failed:
+		a.event(EventWarning, "step/"+r.ID, "StepFailed", fmt.Sprintf("host %s step %s failed (attempt %d, retry at %s): %s", r.Host, r.Kind, r.Attempts, r.RetryAt.UTC().Format(time.RFC3339), b.Result.Error))
+	case plan.Blocked:
+		a.event(EventWarning, "step/"+r.ID, "StepBlocked", fmt.Sprintf("host %s step %s blocked after %d attempt(s): %s; fix the cause, then `plinth-coordinator retry %s`", r.Host, r.Kind, r.Attempts, b.Result.Error, r.ID))
+	}
+	return nil
+}
+
+func (a *applier) stepDrift(b StepDrift) error {
+	r, err := a.step(b.ID, b.Host)
+	if err != nil {
+		return err
+	}
+	had := len(r.Drift) > 0
+	r, err = plan.Drift(r, b.InputsHash, b.Changes, a.policy())
+	if err != nil {
+		return err
+	}
+	if !had && len(r.Drift) == 0 {
+		return nil
+	}
+	a.putStep(r)
+	if len(b.Changes) > 0 {
+		action := "reported (policy: report)"
+		if r.State == plan.Ready {
+			action = "repairing (policy: repair)"
+		}
+		a.event(EventWarning, "step/"+r.ID, "Drifted", fmt.Sprintf("host %s step %s drifted: %s; %s", r.Host, r.Kind, strings.Join(b.Changes, "; "), action))
+	}
+	return nil
+}
+
+func (a *applier) stepRetry(b StepRetry) error {
+	r, err := a.step(b.ID, "")
+	if err != nil {
+		return err
+	}
+	r, err = plan.Retry(r)
+	if err != nil {
+		return err
+	}
+	a.putStep(r)
+	a.event(EventNormal, "step/"+r.ID, "RetryRequested", "operator asked to retry step "+r.ID)
+	return nil
+}
+
+func (a *applier) setReachable(b SetReachable) error {
+	h, err := a.host(b.Host)
+	if err != nil {
+		return err
+	}
+	if h.Reachable == b.Status && h.ReachableMsg == b.Message {
+		return nil
+	}
+	h.Reachable, h.ReachableReason, h.ReachableMsg, h.ModifyIndex = b.Status, b.Reason, b.Message, a.idx
+	typ := EventNormal
+	if b.Status != api.ConditionTrue {
+		typ = EventWarning
+	}
+	a.event(typ, "host/"+b.Host, "Reachable"+b.Status, fmt.Sprintf("host %s reachable=%s: %s", b.Host, b.Status, b.Message))
+	return nil
+}
+
+// refresh recomputes host and site conditions and records Ready transitions.
+func (a *applier) refresh() {
+	byHost := map[string][]plan.Record{}
+	for _, r := range a.t.Steps {
+		byHost[r.Host] = append(byHost[r.Host], r)
+	}
+	var named []plan.NamedConditions
+	names := make([]string, 0, len(a.t.Hosts))
+	for n := range a.t.Hosts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h := a.t.Hosts[n]
+		if !h.Declared {
+			continue
+		}
+		prev := h.Host.Status.Conditions
+		cs := plan.HostConditions(plan.HostView{
+			Name: n, Generation: h.Host.Metadata.Generation, Enrolled: h.Enrolled,
+			Reachable: h.Reachable, ReachableReason: h.ReachableReason, ReachableMsg: h.ReachableMsg,
+			Steps: byHost[n],
+		}, prev, a.now)
+		if !conditionsEqual(prev, cs) {
+			a.readyTransition("host/"+n, prev, cs)
+			h.Host.Status.Conditions = cs
+			h.Host.Status.ObservedGeneration = h.Host.Metadata.Generation
+			h.ModifyIndex = a.idx
+		}
+		named = append(named, plan.NamedConditions{Name: n, Conditions: cs})
+	}
+	if a.t.Site == nil {
+		return
+	}
+	prev := a.t.Site.Site.Status.Conditions
+	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, named, prev, a.now)
+	if !conditionsEqual(prev, cs) {
+		a.readyTransition("site/"+a.t.Site.Site.Metadata.Name, prev, cs)
+		a.t.Site.Site.Status.Conditions = cs
+		a.t.Site.Site.Status.ObservedGeneration = a.t.Site.Site.Metadata.Generation
+		a.t.Site.ModifyIndex = a.idx
+	}
+}
+
+func (a *applier) readyTransition(object string, prev, next []api.Condition) {
+	p, n := plan.Find(prev, api.ConditionReady), plan.Find(next, api.ConditionReady)
+	if n == nil || (p != nil && p.Status == n.Status && p.Reason == n.Reason) {
+		return
+	}
+	typ := EventNormal
+	if n.Status != api.ConditionTrue && n.Reason != "Reconciling" && n.Reason != "NotEnrolled" {
+		typ = EventWarning
+	}
+	a.event(typ, object, "Ready"+n.Status, n.Message)
+}
+
+func conditionsEqual(a, b []api.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			x.ObservedGeneration != y.ObservedGeneration || !x.LastTransitionTime.Equal(y.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

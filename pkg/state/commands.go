@@ -1,0 +1,157 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/driver"
+)
+
+// CommandVersion is the encoding version this build writes. Apply refuses newer ones
+// with an error instead of guessing, so a mixed-version cluster fails loudly.
+const CommandVersion = 1
+
+// Command is the envelope of every Raft log entry. Now is chosen by the proposer:
+// the FSM never reads a clock.
+type Command struct {
+	Type    string          `json:"type"`
+	Version int             `json:"v"`
+	Now     time.Time       `json:"now"`
+	Body    json.RawMessage `json:"body"`
+}
+
+// Command types, one per state change.
+const (
+	CmdApplyManifest     = "ApplyManifest"
+	CmdDeleteHost        = "DeleteHost"
+	CmdCreateToken       = "CreateToken"
+	CmdEnroll            = "Enroll"
+	CmdRenewIdentity     = "RenewIdentity"
+	CmdReportFacts       = "ReportFacts"
+	CmdStepStart         = "StepStart"
+	CmdStepResult        = "StepResult"
+	CmdStepDrift         = "StepDrift"
+	CmdStepRetry         = "StepRetry"
+	CmdSetReachable      = "SetReachable"
+	CmdPutSecret         = "PutSecret"
+	CmdAddCoordinator    = "AddCoordinator"
+	CmdRemoveCoordinator = "RemoveCoordinator"
+	CmdRecordEvent       = "RecordEvent"
+	CmdRestore           = "Restore"
+)
+
+// Encode builds a log entry.
+func Encode(typ string, now time.Time, body any) ([]byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("state: encode %s: %w", typ, err)
+	}
+	return json.Marshal(Command{Type: typ, Version: CommandVersion, Now: now.UTC(), Body: raw})
+}
+
+// ApplyManifest upserts the site (if present) and hosts of a manifest.
+type ApplyManifest struct {
+	File     string       `json:"file,omitempty"`
+	Manifest api.Manifest `json:"manifest"`
+}
+
+// DeleteHost removes a host's declaration and its steps.
+type DeleteHost struct {
+	Name string `json:"name"`
+}
+
+// CreateToken stores a join token; only the hash of its secret is kept.
+type CreateToken struct {
+	Token TokenRecord `json:"token"`
+}
+
+// Enroll consumes a token and records the identity issued for it. The FSM is the
+// authority on single use: two racing enrolments cannot both succeed.
+type Enroll struct {
+	TokenID    string    `json:"tokenID"`
+	SecretHash string    `json:"secretHash"`
+	Name       string    `json:"name"`
+	Role       string    `json:"role"`
+	Serial     string    `json:"serial"`
+	NotAfter   time.Time `json:"notAfter"`
+	Remote     string    `json:"remote,omitempty"`
+}
+
+// RenewIdentity records a renewed certificate for an existing identity.
+type RenewIdentity struct {
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	OldSerial string    `json:"oldSerial"`
+	Serial    string    `json:"serial"`
+	NotAfter  time.Time `json:"notAfter"`
+}
+
+// ReportFacts stores what an agent observed about its host.
+type ReportFacts struct {
+	Host  string          `json:"host"`
+	Facts json.RawMessage `json:"facts"`
+	Hash  string          `json:"hash"`
+}
+
+// StepStart, StepResult and StepDrift are an agent's reports about one of its steps.
+type StepStart struct {
+	ID         string `json:"id"`
+	Host       string `json:"host"`
+	InputsHash string `json:"inputsHash"`
+}
+
+// StepResult reports the outcome of a run.
+type StepResult struct {
+	ID         string        `json:"id"`
+	Host       string        `json:"host"`
+	InputsHash string        `json:"inputsHash"`
+	Result     driver.Result `json:"result"`
+}
+
+// StepDrift reports a periodic re-observation of a finished step.
+type StepDrift struct {
+	ID         string   `json:"id"`
+	Host       string   `json:"host"`
+	InputsHash string   `json:"inputsHash"`
+	Changes    []string `json:"changes,omitempty"`
+}
+
+// StepRetry is the operator's request to retry a Failed or Blocked step.
+type StepRetry struct {
+	ID string `json:"id"`
+}
+
+// SetReachable records what membership says about a host.
+type SetReachable struct {
+	Host    string `json:"host"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// PutSecret stores a sealed secret. Owner "" means only coordinators may read it.
+type PutSecret struct {
+	Secret SecretRecord `json:"secret"`
+}
+
+// AddCoordinator records a coordinator's addresses.
+type AddCoordinator struct {
+	Coordinator Coordinator `json:"coordinator"`
+}
+
+// RemoveCoordinator forgets a coordinator.
+type RemoveCoordinator struct {
+	Name string `json:"name"`
+}
+
+// RecordEvent appends an event observed outside the FSM (by the leader).
+type RecordEvent struct {
+	Event Event `json:"event"`
+}
+
+// Restore replaces the whole state with a saved snapshot.
+type Restore struct {
+	Snapshot json.RawMessage `json:"snapshot"`
+}

@@ -1,0 +1,440 @@
+// Package state is the coordinators' replicated state machine: the tables (site,
+// hosts, tokens, identities, steps, secrets, events, coordinators), the typed commands
+// that change them, and the blocking queries that read them.
+//
+// Apply is deterministic: it reads no clock and uses no randomness (time comes in the
+// command, secrets arrive sealed), so every coordinator reaches the same state from
+// the same log. It must never hold plaintext secrets or do I/O other than snapshots.
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+// snapshotVersion is the snapshot encoding written by this build.
+const snapshotVersion = 1
+
+// tables is the whole replicated state; it is what a snapshot holds.
+type tables struct {
+	Index        uint64                     `json:"index"`
+	Site         *SiteRecord                `json:"site,omitempty"`
+	Hosts        map[string]*HostRecord     `json:"hosts"`
+	Tokens       map[string]*TokenRecord    `json:"tokens"`
+	Identities   map[string]*IdentityRecord `json:"identities"`
+	Steps        map[string]plan.Record     `json:"steps"`
+	Secrets      map[string]*SecretRecord   `json:"secrets"`
+	Events       []Event                    `json:"events"`
+	NextEventID  uint64                     `json:"nextEventID"`
+	Coordinators map[string]*Coordinator    `json:"coordinators"`
+	// Invalid is the validation verdict on the combined stored manifest, if it fails.
+	Invalid string `json:"invalid,omitempty"`
+}
+
+func newTables() *tables {
+	return &tables{
+		Hosts:        map[string]*HostRecord{},
+		Tokens:       map[string]*TokenRecord{},
+		Identities:   map[string]*IdentityRecord{},
+		Steps:        map[string]plan.Record{},
+		Secrets:      map[string]*SecretRecord{},
+		Coordinators: map[string]*Coordinator{},
+	}
+}
+
+// Store is the FSM. It implements raft.FSM.
+type Store struct {
+	log    *slog.Logger
+	mu     sync.RWMutex
+	t      *tables
+	notify chan struct{}
+	// OnApply, if set, is called after every command with its type and duration; it
+	// feeds metrics and must not block.
+	OnApply func(typ string, d time.Duration, err error)
+}
+
+// New returns an empty store.
+func New(log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Store{log: log, t: newTables(), notify: make(chan struct{})}
+}
+
+// Apply implements raft.FSM.
+func (s *Store) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	return s.ApplyCommand(l.Index, l.Data)
+}
+
+// ApplyCommand applies one encoded command at the given log index. It returns nil,
+// a response value, or an error explaining why the command changed nothing.
+func (s *Store) ApplyCommand(index uint64, data []byte) any {
+	var c Command
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("state: undecodable command at index %d: %w", index, err)
+	}
+	if c.Version > CommandVersion {
+		return fmt.Errorf("state: command %s at index %d has version %d; this coordinator understands up to %d: upgrade it", c.Type, index, c.Version, CommandVersion)
+	}
+	start := time.Now() // metrics only; never reaches the state
+	s.mu.Lock()
+	resp := s.dispatch(index, c)
+	if index > s.t.Index {
+		s.t.Index = index
+	}
+	ch := s.notify
+	s.notify = make(chan struct{})
+	s.mu.Unlock()
+	close(ch)
+	if s.OnApply != nil {
+		err, _ := resp.(error)
+		s.OnApply(c.Type, time.Since(start), err)
+	}
+	return resp
+}
+
+func (s *Store) dispatch(idx uint64, c Command) any {
+	a := &applier{t: s.t, idx: idx, now: c.Now}
+	var err error
+	switch c.Type {
+	case CmdApplyManifest:
+		err = decode(c, a.applyManifest)
+	case CmdDeleteHost:
+		err = decode(c, a.deleteHost)
+	case CmdCreateToken:
+		err = decode(c, a.createToken)
+	case CmdEnroll:
+		err = decode(c, a.enroll)
+	case CmdRenewIdentity:
+		err = decode(c, a.renewIdentity)
+	case CmdReportFacts:
+		err = decode(c, a.reportFacts)
+	case CmdStepStart:
+		err = decode(c, a.stepStart)
+	case CmdStepResult:
+		err = decode(c, a.stepResult)
+	case CmdStepDrift:
+		err = decode(c, a.stepDrift)
+	case CmdStepRetry:
+		err = decode(c, a.stepRetry)
+	case CmdSetReachable:
+		err = decode(c, a.setReachable)
+	case CmdPutSecret:
+		err = decode(c, func(b PutSecret) error {
+			sec := b.Secret
+			a.t.Secrets[sec.Name] = &sec
+			return nil
+		})
+	case CmdAddCoordinator:
+		err = decode(c, func(b AddCoordinator) error {
+			co := b.Coordinator
+			a.t.Coordinators[co.Name] = &co
+			a.event(EventNormal, "coordinator/"+co.Name, "CoordinatorAdded", fmt.Sprintf("coordinator %s (raft %s, api %s, witness=%v)", co.Name, co.RaftAddr, co.APIAddr, co.Witness))
+			return nil
+		})
+	case CmdRemoveCoordinator:
+		err = decode(c, func(b RemoveCoordinator) error {
+			delete(a.t.Coordinators, b.Name)
+			a.event(EventNormal, "coordinator/"+b.Name, "CoordinatorRemoved", "coordinator "+b.Name+" removed")
+			return nil
+		})
+	case CmdRecordEvent:
+		err = decode(c, func(b RecordEvent) error {
+			a.event(b.Event.Type, b.Event.Object, b.Event.Reason, b.Event.Message)
+			return nil
+		})
+	case CmdRestore:
+		err = decode(c, func(b Restore) error {
+			t, err := decodeSnapshot(b.Snapshot)
+			if err != nil {
+				return err
+			}
+			s.t = t
+			a.t = t
+			a.event(EventWarning, "site", "StateRestored", "state replaced from an operator snapshot")
+			return nil
+		})
+	default:
+		// Known-unknown: a newer leader wrote it. Refuse rather than guess.
+		err = fmt.Errorf("state: unknown command type %q at index %d", c.Type, idx)
+	}
+	if err != nil {
+		return err
+	}
+	a.refresh()
+	return nil
+}
+
+func decode[T any](c Command, fn func(T) error) error {
+	var b T
+	if err := json.Unmarshal(c.Body, &b); err != nil {
+		return fmt.Errorf("state: decode %s: %w", c.Type, err)
+	}
+	return fn(b)
+}
+
+// Snapshot implements raft.FSM. The copy is taken under the lock; writing happens later.
+func (s *Store) Snapshot() (raft.FSMSnapshot, error) {
+	data, err := s.Export()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(data), nil
+}
+
+// Export encodes the whole state (the same bytes a Raft snapshot holds).
+func (s *Store) Export() ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	data, err := json.Marshal(struct {
+		Version int     `json:"v"`
+		Tables  *tables `json:"tables"`
+	}{snapshotVersion, s.t})
+	if err != nil {
+		return nil, fmt.Errorf("state: encode snapshot: %w", err)
+	}
+	return data, nil
+}
+
+// Restore implements raft.FSM.
+func (s *Store) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("state: read snapshot: %w", err)
+	}
+	t, err := decodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.t = t
+	ch := s.notify
+	s.notify = make(chan struct{})
+	s.mu.Unlock()
+	close(ch)
+	return nil
+}
+
+func decodeSnapshot(data []byte) (*tables, error) {
+	var snap struct {
+		Version int     `json:"v"`
+		Tables  *tables `json:"tables"`
+	}
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return nil, fmt.Errorf("state: decode snapshot: %w", err)
+	}
+	if snap.Version > snapshotVersion || snap.Tables == nil {
+		return nil, fmt.Errorf("state: snapshot version %d not understood (max %d)", snap.Version, snapshotVersion)
+	}
+	t := newTables()
+	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
+	for k, v := range snap.Tables.Hosts {
+		t.Hosts[k] = v
+	}
+	for k, v := range snap.Tables.Tokens {
+		t.Tokens[k] = v
+	}
+	for k, v := range snap.Tables.Identities {
+		t.Identities[k] = v
+	}
+	for k, v := range snap.Tables.Steps {
+		t.Steps[k] = v
+	}
+	for k, v := range snap.Tables.Secrets {
+		t.Secrets[k] = v
+	}
+	for k, v := range snap.Tables.Coordinators {
+		t.Coordinators[k] = v
+	}
+	return t, nil
+}
+
+type snapshot []byte
+
+func (b snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(b); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("state: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (snapshot) Release() {}
+
+// ErrNotFound is returned by reads of missing objects.
+var ErrNotFound = errors.New("not found")
+
+// Index is the last applied log index.
+func (s *Store) Index() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.t.Index
+}
+
+// Block runs query, and while the index it returns is not above minIndex, waits for
+// the next change and runs it again, until ctx ends (Consul-style blocking query).
+// The query runs under the read lock and must copy what it keeps.
+func (s *Store) Block(ctx context.Context, minIndex uint64, query func(v View) uint64) {
+	for {
+		s.mu.RLock()
+		ch := s.notify
+		idx := query(View{s.t})
+		s.mu.RUnlock()
+		if minIndex == 0 || idx > minIndex {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Read runs fn under the read lock.
+func (s *Store) Read(fn func(v View)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(View{s.t})
+}
+
+// View is read access to the tables; values it returns are copies.
+type View struct{ t *tables }
+
+// Index is the last applied index.
+func (v View) Index() uint64 { return v.t.Index }
+
+// Site returns the site record, if any.
+func (v View) Site() (SiteRecord, bool) {
+	if v.t.Site == nil {
+		return SiteRecord{}, false
+	}
+	return clone(*v.t.Site), true
+}
+
+// Hosts returns all host records sorted by name.
+func (v View) Hosts() []HostRecord {
+	out := make([]HostRecord, 0, len(v.t.Hosts))
+	for _, h := range v.t.Hosts {
+		out = append(out, clone(*h))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Host returns one host record.
+func (v View) Host(name string) (HostRecord, bool) {
+	h, ok := v.t.Hosts[name]
+	if !ok {
+		return HostRecord{}, false
+	}
+	return clone(*h), true
+}
+
+// Steps returns step records, of one host if host != "", sorted by ID.
+func (v View) Steps(host string) []plan.Record {
+	out := []plan.Record{}
+	for _, r := range v.t.Steps {
+		if host == "" || r.Host == host {
+			out = append(out, clone(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Step returns one step record.
+func (v View) Step(id string) (plan.Record, bool) {
+	r, ok := v.t.Steps[id]
+	return clone(r), ok
+}
+
+// Events returns events with ID > after, oldest first.
+func (v View) Events(after uint64) []Event {
+	out := []Event{}
+	for _, e := range v.t.Events {
+		if e.ID > after {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Token returns a token record.
+func (v View) Token(id string) (TokenRecord, bool) {
+	t, ok := v.t.Tokens[id]
+	if !ok {
+		return TokenRecord{}, false
+	}
+	return *t, true
+}
+
+// Tokens returns all token records sorted by creation.
+func (v View) Tokens() []TokenRecord {
+	out := make([]TokenRecord, 0, len(v.t.Tokens))
+	for _, t := range v.t.Tokens {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].CreatedAt.Before(out[j].CreatedAt) || (out[i].CreatedAt.Equal(out[j].CreatedAt) && out[i].ID < out[j].ID)
+	})
+	return out
+}
+
+// Identity returns an identity by certificate serial.
+func (v View) Identity(serial string) (IdentityRecord, bool) {
+	i, ok := v.t.Identities[serial]
+	if !ok {
+		return IdentityRecord{}, false
+	}
+	return *i, true
+}
+
+// Secret returns a sealed secret.
+func (v View) Secret(name string) (SecretRecord, bool) {
+	s, ok := v.t.Secrets[name]
+	if !ok {
+		return SecretRecord{}, false
+	}
+	return *s, true
+}
+
+// Coordinators returns the coordinator members sorted by name.
+func (v View) Coordinators() []Coordinator {
+	out := make([]Coordinator, 0, len(v.t.Coordinators))
+	for _, c := range v.t.Coordinators {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Invalid is the validation verdict on the stored manifest ("" when valid).
+func (v View) Invalid() string { return v.t.Invalid }
+
+func clone[T any](v T) T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return v
+	}
+	return out
+}

@@ -1,0 +1,90 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+)
+
+// MaxEvents bounds the event ring.
+const MaxEvents = 1000
+
+// SiteRecord is the declared site with its status.
+type SiteRecord struct {
+	Site        api.Site `json:"site"`
+	SpecHash    string   `json:"specHash"`
+	File        string   `json:"file,omitempty"`
+	ModifyIndex uint64   `json:"modifyIndex"`
+}
+
+// HostRecord is everything known about one host: its declaration (if any), enrolment,
+// membership and facts.
+type HostRecord struct {
+	Name     string   `json:"name"`
+	Declared bool     `json:"declared"`
+	Host     api.Host `json:"host"`
+	SpecHash string   `json:"specHash,omitempty"`
+	Enrolled bool     `json:"enrolled"`
+	// Reachable is api.ConditionTrue/False/Unknown from membership.
+	Reachable       string          `json:"reachable,omitempty"`
+	ReachableReason string          `json:"reachableReason,omitempty"`
+	ReachableMsg    string          `json:"reachableMessage,omitempty"`
+	Facts           json.RawMessage `json:"facts,omitempty"`
+	FactsHash       string          `json:"factsHash,omitempty"`
+	FactsAt         time.Time       `json:"factsAt,omitempty"`
+	ModifyIndex     uint64          `json:"modifyIndex"`
+}
+
+// TokenRecord is a join token without its secret.
+type TokenRecord struct {
+	ID         string    `json:"id"`
+	SecretHash string    `json:"secretHash"`
+	Name       string    `json:"name"`
+	Role       string    `json:"role"`
+	Expires    time.Time `json:"expires"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UsedAt     time.Time `json:"usedAt,omitempty"`
+}
+
+// IdentityRecord is an issued certificate.
+type IdentityRecord struct {
+	Serial   string    `json:"serial"`
+	Name     string    `json:"name"`
+	Role     string    `json:"role"`
+	NotAfter time.Time `json:"notAfter"`
+	IssuedAt time.Time `json:"issuedAt"`
+	Replaced string    `json:"replacedBy,omitempty"`
+}
+
+// SecretRecord is a secret sealed with the coordinators' data key.
+type SecretRecord struct {
+	Name       string `json:"name"`
+	Owner      string `json:"owner,omitempty"`
+	Ciphertext []byte `json:"ciphertext"`
+}
+
+// Coordinator is one member of the coordinator cluster.
+type Coordinator struct {
+	Name       string `json:"name"`
+	RaftAddr   string `json:"raftAddr"`
+	APIAddr    string `json:"apiAddr"`
+	GossipAddr string `json:"gossipAddr,omitempty"`
+	Witness    bool   `json:"witness,omitempty"`
+}
+
+// Event is a bounded, replicated record of something that happened.
+type Event struct {
+	ID      uint64    `json:"id"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // Normal or Warning
+	Object  string    `json:"object"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+}
+
+// Event types.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
