@@ -243,9 +243,8 @@ func (d *daemon) notifyLoop(ctx context.Context, notify func(string), watchdog t
 // leaderLoop runs the leader's duties while this coordinator leads.
 func (d *daemon) leaderLoop(ctx context.Context) error {
 	ch := d.node.WatchLeadership(ctx)
-	var stop context.CancelFunc = func() {}
-	var wg sync.WaitGroup
-	defer func() { stop(); wg.Wait() }()
+	stop := func() {}
+	defer func() { stop() }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,18 +254,25 @@ func (d *daemon) leaderLoop(ctx context.Context) error {
 				return nil
 			}
 			stop()
-			wg.Wait()
 			stop = func() {}
 			if leader {
-				var lctx context.Context
-				lctx, stop = context.WithCancel(ctx)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					d.lead(lctx)
-				}()
+				stop = d.startLead(ctx)
 			}
 		}
+	}
+}
+
+// startLead runs lead in a goroutine and returns a function that stops and waits for it.
+func (d *daemon) startLead(ctx context.Context) func() {
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.lead(lctx)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
