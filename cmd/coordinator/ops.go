@@ -241,7 +241,7 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 		})
 	case "token":
 		var ts []state.TokenRecord
-		if _, err := c.Do(ctx, "GET", "/v1/tokens", nil, &ts); err != nil {
+		if _, err := c.Do(ctx, "GET", "/v1/tokens?consistent", nil, &ts); err != nil {
 			return 0, err
 		}
 		return 0, g.emit(w, ts, func(tw *tabwriter.Writer) {
@@ -473,7 +473,7 @@ func newSnapshot(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			idx, err := c.Do(cmd.Context(), "GET", "/v1/snapshot", nil, io.Writer(f))
+			idx, err := c.Do(cmd.Context(), "GET", "/v1/snapshot?consistent", nil, io.Writer(f))
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}

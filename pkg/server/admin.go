@@ -286,6 +286,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getTokens(w http.ResponseWriter, r *http.Request) error {
+	if err := s.readBarrier(r); err != nil {
+		return err
+	}
 	var out []state.TokenRecord
 	s.cfg.Store.Read(func(v state.View) { out = v.Tokens() })
 	for i := range out {
@@ -353,10 +356,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) error {
-	if s.cfg.Raft.IsLeader() {
-		if err := s.cfg.Raft.Barrier(r.Context()); err != nil {
-			return fmt.Errorf("snapshot: leader barrier: %w", err)
-		}
+	if err := s.readBarrier(r); err != nil {
+		return err
 	}
 	data, err := s.cfg.Store.Export()
 	if err != nil {

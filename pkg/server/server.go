@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/consensus"
 	"github.com/plinth-dev/plinth/pkg/pki"
@@ -305,6 +307,9 @@ func (s *Server) block(w http.ResponseWriter, r *http.Request, query func(v stat
 	if err != nil {
 		return err
 	}
+	if err := s.readBarrier(r); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	var out any
@@ -329,23 +334,24 @@ func (s *Server) propose(ctx context.Context, typ string, body any) error {
 	if err != nil {
 		return err
 	}
-	return s.commit(ctx, data)
+	_, err = s.commit(ctx, data)
+	return err
 }
 
-// commit applies on the leader, or forwards to it.
-func (s *Server) commit(ctx context.Context, data []byte) error {
+// commit applies on the leader, or forwards to it, and returns the log index.
+func (s *Server) commit(ctx context.Context, data []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if s.cfg.Raft.IsLeader() {
-		_, _, err := s.cfg.Raft.Apply(ctx, data)
-		if err != nil && ctx.Err() != nil {
-			return fmt.Errorf("%w: write not committed within 10s (%v); %s", errNoQuorum, err, s.quorumHint())
+		_, idx, err := s.cfg.Raft.Apply(ctx, data)
+		if err != nil && (ctx.Err() != nil || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrEnqueueTimeout)) {
+			return 0, fmt.Errorf("%w: write not confirmed (%v); %s", errNoQuorum, err, s.quorumHint())
 		}
-		return err
+		return idx, err
 	}
 	leaderID, _ := s.cfg.Raft.Leader()
 	if leaderID == "" {
-		return fmt.Errorf("%w: no coordinator is leader, so writes are refused; %s", errNoQuorum, s.quorumHint())
+		return 0, fmt.Errorf("%w: no coordinator is leader, so writes are refused; %s", errNoQuorum, s.quorumHint())
 	}
 	var addr string
 	s.cfg.Store.Read(func(v state.View) {
@@ -356,26 +362,67 @@ func (s *Server) commit(ctx context.Context, data []byte) error {
 		}
 	})
 	if addr == "" {
-		return fmt.Errorf("%w: leader %s has no known API address yet; retry", errNoQuorum, leaderID)
+		return 0, fmt.Errorf("%w: leader %s has no known API address yet; retry", errNoQuorum, leaderID)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/internal/apply", bytes.NewReader(data))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := s.fwd.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: forward to leader %s at %s: %v", errNoQuorum, leaderID, addr, err)
+		return 0, fmt.Errorf("%w: forward to leader %s at %s: %v", errNoQuorum, leaderID, addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
-		return nil
+		var ok applied
+		if err := json.NewDecoder(resp.Body).Decode(&ok); err != nil {
+			return 0, fmt.Errorf("forwarded write: decode answer: %w", err)
+		}
+		return ok.Index, nil
 	}
 	var eb ErrorBody
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
 	if len(eb.Fields) > 0 {
-		return api.ErrorList(eb.Fields)
+		return 0, api.ErrorList(eb.Fields)
 	}
-	return &httpError{resp.StatusCode, eb.Error}
+	return 0, &httpError{resp.StatusCode, eb.Error}
+}
+
+// applied is the leader's answer to a forwarded write.
+type applied struct {
+	Index uint64 `json:"index"`
+}
+
+// readBarrier makes this coordinator's state at least as current as the leader's
+// when the request asks for ?consistent: the leader runs a barrier, a follower
+// commits a no-op through the leader and waits until it has applied that index.
+func (s *Server) readBarrier(r *http.Request) error {
+	if !r.URL.Query().Has("consistent") {
+		return nil
+	}
+	if s.cfg.Raft.IsLeader() {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if err := s.cfg.Raft.Barrier(ctx); err != nil {
+			return fmt.Errorf("%w: consistent read: leader barrier: %v; %s", errNoQuorum, err, s.quorumHint())
+		}
+		return nil
+	}
+	data, err := state.Encode(state.CmdNoop, time.Now(), struct{}{})
+	if err != nil {
+		return err
+	}
+	idx, err := s.commit(r.Context(), data)
+	if err != nil {
+		return fmt.Errorf("consistent read: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	s.cfg.Store.Block(ctx, idx-1, func(v state.View) uint64 { return v.Index() })
+	if s.cfg.Store.Index() < idx {
+		return fmt.Errorf("%w: consistent read: this coordinator has not caught up to index %d", errNoQuorum, idx)
+	}
+	return nil
 }
 
 func (s *Server) quorumHint() string {
@@ -398,9 +445,10 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	if !s.cfg.Raft.IsLeader() {
 		return &httpError{http.StatusServiceUnavailable, "not the leader any more; retry"}
 	}
-	if err := s.commit(r.Context(), data); err != nil {
+	idx, err := s.commit(r.Context(), data)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	writeJSON(w, http.StatusOK, applied{Index: idx})
 	return nil
 }

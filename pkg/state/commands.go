@@ -40,6 +40,8 @@ const (
 	CmdRemoveCoordinator = "RemoveCoordinator"
 	CmdRecordEvent       = "RecordEvent"
 	CmdRestore           = "Restore"
+	// CmdNoop changes nothing: a follower commits one to learn an index to read at.
+	CmdNoop = "Noop"
 )
 
 // Encode builds a log entry.

@@ -168,6 +168,8 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 			a.event(EventWarning, "site", "StateRestored", "state replaced from an operator snapshot")
 			return nil
 		})
+	case CmdNoop:
+		return nil
 	default:
 		// Known-unknown: a newer leader wrote it. Refuse rather than guess.
 		err = fmt.Errorf("state: unknown command type %q at index %d", c.Type, idx)

@@ -1,0 +1,125 @@
+// Package e2e runs Plinth's real binaries as separate processes: coordinator clusters
+// on loopback, and (as root) whole lab sites in network namespaces.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/lab"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "plinth-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	for _, b := range builds() {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var portMu sync.Mutex
+
+// freeBase finds n consecutive free TCP and UDP ports on 127.0.0.1.
+func freeBase(t *testing.T, n int) int {
+	t.Helper()
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 200 {
+		base := 20000 + rand.IntN(30000)
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+			u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			u.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}
+
+// newLab makes a lab whose logs are printed if the test fails.
+func newLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "plinth-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lab.New(dir, binDir, fmt.Sprintf("pe%d", rand.IntN(1e6)))
+	t.Cleanup(func() {
+		l.Down(context.Background())
+		if t.Failed() {
+			dumpLogs(t, filepath.Join(dir, "logs"))
+		}
+		os.RemoveAll(dir)
+	})
+	return l
+}
+
+func dumpLogs(t *testing.T, dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		lines := strings.Split(string(b), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("==== %s (tail)\n%s", e.Name(), strings.Join(lines, "\n"))
+	}
+}
+
+// eventually polls f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+func builds() []struct{ out, pkg string } {
+	b := []struct{ out, pkg string }{{"plinth-coordinator", "./cmd/coordinator"}}
+	if os.Getenv("PLINTH_E2E_SKIP_AGENT") == "" {
+		b = append(b, struct{ out, pkg string }{"plinth-agent", "./cmd/agent"})
+	}
+	return b
+}
