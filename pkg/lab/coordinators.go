@@ -27,6 +27,8 @@ type Lab struct {
 	Identity string
 	// Profile is the coordinators' timing profile ("fast" for labs and tests).
 	Profile string
+	// Detach keeps processes running after the process that started them exits (demo).
+	Detach bool
 
 	mu     sync.Mutex
 	coords []*Coordinator
@@ -126,13 +128,13 @@ func (l *Lab) inNS(ctx context.Context, ns, bin string, args ...string) (string,
 
 // StartCoordinator (re)starts a coordinator's serve process.
 func (l *Lab) StartCoordinator(c *Coordinator) error {
-	p, err := startProc("coordinator "+c.Name, filepath.Join(l.Dir, "logs", "coordinator-"+c.Name+".log"), c.NS,
+	p, err := startProc(l.Detach, "coordinator "+c.Name, filepath.Join(l.Dir, "logs", "coordinator-"+c.Name+".log"), c.NS,
 		l.coordinatorBin(), "serve", "--data-dir", c.DataDir, "--log-level", "debug")
 	if err != nil {
 		return err
 	}
 	c.Proc = p
-	return nil
+	return l.save()
 }
 
 // Coordinators returns the lab's coordinators.

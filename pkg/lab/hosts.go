@@ -32,6 +32,9 @@ func (l *Lab) Network(ctx context.Context, gw string) error {
 	if len(br) > 15 {
 		return fmt.Errorf("lab: prefix %q too long for link names", l.prefix)
 	}
+	l.mu.Lock()
+	l.bridge = br
+	l.mu.Unlock()
 	for _, args := range [][]string{
 		{"link", "add", br, "type", "bridge"},
 		{"addr", "add", gw, "dev", br},
@@ -44,7 +47,7 @@ func (l *Lab) Network(ctx context.Context, gw string) error {
 	l.mu.Lock()
 	l.bridge = br
 	l.mu.Unlock()
-	return nil
+	return l.save()
 }
 
 // AddHost creates a host namespace with management address ip (CIDR) on the bridge.
@@ -64,6 +67,9 @@ func (l *Lab) AddHost(ctx context.Context, name, cidr string) (*Host, error) {
 	l.mu.Lock()
 	l.hosts = append(l.hosts, h)
 	l.mu.Unlock()
+	if err := l.save(); err != nil {
+		return nil, err
+	}
 	steps := [][]string{
 		{"netns", "add", h.NS},
 		{"-n", h.NS, "link", "set", "lo", "up"},
@@ -122,14 +128,14 @@ func (l *Lab) EnrolAgent(ctx context.Context, h *Host, role string) error {
 
 // StartAgent (re)starts h's agent inside its namespace.
 func (l *Lab) StartAgent(h *Host) error {
-	p, err := startProc("agent "+h.Name, filepath.Join(l.Dir, "logs", "agent-"+h.Name+".log"), h.NS, l.agentBin(),
+	p, err := startProc(l.Detach, "agent "+h.Name, filepath.Join(l.Dir, "logs", "agent-"+h.Name+".log"), h.NS, l.agentBin(),
 		"run", "--state-dir", h.StateDir, "--gossip-addr", net.JoinHostPort(h.IP, "7450"), "--gossip-profile", "fast",
 		"--facts-interval", "5s", "--log-level", "debug")
 	if err != nil {
 		return err
 	}
 	h.Agent = p
-	return nil
+	return l.save()
 }
 
 // Exec runs a command inside h's namespace.

@@ -30,7 +30,7 @@ type Proc struct {
 }
 
 // startProc starts bin with args, in network namespace ns when set, logging to logPath.
-func startProc(name, logPath, ns, bin string, args ...string) (*Proc, error) {
+func startProc(detach bool, name, logPath, ns, bin string, args ...string) (*Proc, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -44,8 +44,12 @@ func startProc(name, logPath, ns, bin string, args ...string) (*Proc, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group, so Kill reaches ip-netns-exec's child too; die with the lab.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Own process group, so Kill reaches ip-netns-exec's child too; unless detached
+	// (the demo), die with the process that started the lab.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if !detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -76,7 +76,9 @@ func memberlistConfig(cfg Config, logger *slog.Logger) (*memberlist.Config, erro
 		mc.GossipInterval = 100 * time.Millisecond
 		mc.PushPullInterval = 5 * time.Second
 		mc.TCPTimeout = 2 * time.Second
-		mc.DeadNodeReclaimTime = time.Second
+		// Labs restart members on new ports all the time: let a dead
+		// member's name move to its new address at once.
+		mc.DeadNodeReclaimTime = time.Nanosecond
 	default:
 		return nil, fmt.Errorf("membership: config: unknown profile %q: want %q or %q", cfg.Profile, ProfileLAN, ProfileFast)
 	}

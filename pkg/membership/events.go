@@ -14,9 +14,9 @@ const (
 // Member states.
 const (
 	StateAlive = "alive"
-	// StateSuspect exists for completeness. memberlist v0.5.4 has no
-	// race-free way to observe suspicion, so Members never reports it: a
-	// member stays "alive" until it is declared "dead".
+	// StateSuspect exists for completeness. memberlist v0.5.4 does not
+	// expose suspicion to delegates, so Members never reports it: a member
+	// stays "alive" until it is declared "dead".
 	StateSuspect = "suspect"
 	StateDead    = "dead"
 	StateLeft    = "left"
@@ -35,7 +35,8 @@ type Event struct {
 	Member Member
 	Kind   string // EventJoin, EventLeave or EventUpdate
 	// Graceful is true for a leave the member announced itself (State
-	// "left"); false for a member declared dead by its peers.
+	// "left"); false for a member declared dead by its peers. Best effort,
+	// see Pool.Leave.
 	Graceful bool
 }
 

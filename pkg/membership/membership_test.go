@@ -262,16 +262,28 @@ func TestGracefulLeave(t *testing.T) {
 	eventually(t, 10*time.Second, "a sees b", func() bool { return allAlive(a.Pool, "b") })
 
 	from := len(a.events())
+	if err := b.Leave(2 * time.Second); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	left := func(ev Event) bool {
+		return ev.Kind == EventLeave && ev.Member.Name == "b" && ev.Graceful && ev.Member.State == StateLeft
+	}
+	eventually(t, 5*time.Second, "graceful leave event for b", func() bool { return a.hasEvent(from, left) })
+	if got, _ := memberState(a.Pool, "b"); got.State != StateLeft {
+		t.Errorf("Members has b as %+v, want left", got)
+	}
+
+	// Close after Leave must not bring b back, nor report it twice.
 	if err := b.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	eventually(t, 5*time.Second, "graceful leave event for b", func() bool {
-		return a.hasEvent(from, func(ev Event) bool {
-			return ev.Kind == EventLeave && ev.Member.Name == "b" && ev.Graceful && ev.Member.State == StateLeft
-		})
-	})
-	if got, _ := memberState(a.Pool, "b"); got.State != StateLeft {
-		t.Errorf("Members has b as %+v, want left", got)
+	if err := b.Leave(time.Second); !errors.Is(err, ErrClosed) {
+		t.Errorf("Leave after Close: %v, want ErrClosed", err)
+	}
+	for _, ev := range a.events()[from:] {
+		if ev.Member.Name == "b" && !left(ev) {
+			t.Errorf("unexpected event for b after its leave: %+v", ev)
+		}
 	}
 }
 
@@ -323,8 +335,7 @@ func TestBackgroundJoinRetriesUntilSeedIsUp(t *testing.T) {
 	seedAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	b := start(t, "b", RoleAgent, key, seedAddr) // seed not up yet
 
-	// Let at least one attempt fail before the seed exists.
-	eventually(t, 5*time.Second, "b running alone", func() bool { return allAlive(b.Pool, "b") })
+	eventually(t, 5*time.Second, "a failed join attempt", func() bool { return b.joinFailures.Load() > 0 })
 	a := startCfg(t, Config{
 		Name: "a", Role: RoleCoordinator, BindAddr: seedAddr, Key: key,
 		Logger: testLogger(), Profile: ProfileFast,

@@ -20,7 +20,7 @@ import (
 
 const (
 	// closeLeaveTimeout bounds the leave broadcast done by Close.
-	closeLeaveTimeout = time.Second
+	closeLeaveTimeout = 2 * time.Second
 	// Background join backoff.
 	joinBackoffMin = 500 * time.Millisecond
 	joinBackoffMax = 30 * time.Second
@@ -41,13 +41,16 @@ type Pool struct {
 
 	// life serialises Leave with shutdown: memberlist panics on Leave after
 	// Shutdown.
-	life      sync.RWMutex
+	life      sync.Mutex
+	left      bool        // guarded by life
+	leaving   atomic.Bool // read by NodeMeta
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 
-	cancelJoin context.CancelFunc
-	wg         sync.WaitGroup // background join
+	cancelJoin   context.CancelFunc
+	wg           sync.WaitGroup // background join
+	joinFailures atomic.Int64   // failed background join rounds, for tests
 }
 
 type entry struct {
@@ -55,9 +58,11 @@ type entry struct {
 	since time.Time
 }
 
-// nodeMeta is gossiped with every member.
+// nodeMeta is gossiped with every member: {"role":"agent"}, plus
+// "leaving":true once Leave has started.
 type nodeMeta struct {
-	Role Role `json:"role"`
+	Role    Role `json:"role"`
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Start creates the local member and, if cfg.Seeds is not empty, joins them
@@ -172,15 +177,40 @@ func (p *Pool) Join(seeds []string) (int, error) {
 	return n, nil
 }
 
-// Leave announces a graceful departure and waits up to timeout for it to be
-// gossiped. The member keeps running until Close.
+// Leave announces a graceful departure and waits up to timeout (which must
+// be positive) for it to be gossiped. The member keeps running until Close.
+//
+// memberlist does not tell delegates whether a member left or died, so Leave
+// first gossips metadata marked "leaving" and then memberlist's leave; peers
+// that saw the mark report Graceful. Best effort: a peer that missed it
+// reports the member dead.
 func (p *Pool) Leave(timeout time.Duration) error {
-	p.life.RLock()
-	defer p.life.RUnlock()
+	if timeout <= 0 {
+		return fmt.Errorf("membership: leave: timeout %v must be positive", timeout)
+	}
+	p.life.Lock()
+	defer p.life.Unlock()
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	if err := p.ml.Leave(timeout); err != nil {
+	return p.leaveLocked(timeout)
+}
+
+// leaveLocked runs with p.life held and memberlist not shut down.
+func (p *Pool) leaveLocked(timeout time.Duration) error {
+	if p.left {
+		return nil // a second UpdateNode would mark us alive again
+	}
+	p.left = true
+	deadline := time.Now().Add(timeout)
+
+	p.leaving.Store(true)
+	if err := p.ml.UpdateNode(timeout / 2); err != nil {
+		// Carry on: peers will just report a non-graceful leave.
+		p.log.Warn("leaving mark not fully gossiped", "err", err)
+	}
+	rest := max(time.Until(deadline), time.Millisecond) // 0 would wait forever
+	if err := p.ml.Leave(rest); err != nil {
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	return nil
@@ -202,7 +232,7 @@ func (p *Pool) shutdown(graceful bool) error {
 		p.life.Lock()
 		p.closed.Store(true)
 		if graceful {
-			if err := p.ml.Leave(closeLeaveTimeout); err != nil {
+			if err := p.leaveLocked(closeLeaveTimeout); err != nil {
 				// Peers will still find out by probing.
 				p.log.Warn("leave before shutdown", "err", err)
 			}
@@ -233,6 +263,7 @@ func (p *Pool) joinLoop(ctx context.Context, seeds []string) {
 			p.log.Debug("join stopped", "err", ctx.Err())
 			return
 		}
+		p.joinFailures.Add(1)
 		// ±20% jitter so restarted members do not retry in lockstep.
 		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
 		p.log.Warn("join failed, retrying", "attempt", attempt, "retry_in", wait, "err", err)
@@ -271,53 +302,46 @@ func (p *Pool) joinEach(ctx context.Context, seeds []string) (int, error) {
 
 // record updates the member table and queues the event. memberlist calls it
 // under its node lock, one event at a time, so it must not block.
+//
+// memberlist's Node.State is not maintained for delegates (it is always
+// zero), so the state comes from the callback and the "leaving" mark.
 func (p *Pool) record(kind string, n *memberlist.Node) {
-	m := Member{
-		Name:  n.Name,
-		Role:  p.parseRole(n.Name, n.Meta),
-		Addr:  n.Address(),
-		State: stateName(n.State),
-	}
-	if kind == EventLeave && m.State == StateAlive {
-		m.State = StateDead // defensive: a leave always means not alive
+	meta := p.parseMeta(n.Name, n.Meta)
+	m := Member{Name: n.Name, Role: meta.Role, Addr: n.Address(), State: StateAlive}
+	if kind == EventLeave {
+		m.State = StateDead
+		if meta.Leaving {
+			m.State = StateLeft
+		}
 	}
 
 	p.mu.Lock()
+	prev, known := p.members[m.Name]
 	p.members[m.Name] = entry{m: m, since: time.Now()}
 	p.mu.Unlock()
 
-	ev := Event{Member: m, Kind: kind, Graceful: kind == EventLeave && m.State == StateLeft}
+	// The leaving mark arrives as a metadata update; it is not news unless
+	// the role changed too.
+	if kind == EventUpdate && meta.Leaving && known && prev.m.Role == m.Role {
+		return
+	}
+
 	level := slog.LevelInfo
 	if m.Name == p.name {
 		level = slog.LevelDebug
 	}
 	p.log.Log(context.Background(), level, "member "+kind,
 		"peer", m.Name, "peer_role", m.Role, "peer_addr", m.Addr, "state", m.State)
-	p.events.push(ev)
+	p.events.push(Event{Member: m, Kind: kind, Graceful: m.State == StateLeft})
 }
 
-func (p *Pool) parseRole(name string, meta []byte) Role {
+func (p *Pool) parseMeta(name string, b []byte) nodeMeta {
 	var nm nodeMeta
-	if err := json.Unmarshal(meta, &nm); err != nil {
+	if err := json.Unmarshal(b, &nm); err != nil {
 		p.log.Debug("unreadable member metadata", "peer", name, "err", err)
-		return ""
+		return nodeMeta{}
 	}
-	return nm.Role
-}
-
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return StateAlive
-	case memberlist.StateSuspect:
-		return StateSuspect
-	case memberlist.StateDead:
-		return StateDead
-	case memberlist.StateLeft:
-		return StateLeft
-	default:
-		return StateDead
-	}
+	return nm
 }
 
 // delegate adapts memberlist callbacks without exporting them on Pool.
@@ -335,7 +359,7 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 
 // NodeMeta gossips our role.
 func (d *delegate) NodeMeta(limit int) []byte {
-	b, err := json.Marshal(nodeMeta{Role: d.p.role})
+	b, err := json.Marshal(nodeMeta{Role: d.p.role, Leaving: d.p.leaving.Load()})
 	if err != nil || len(b) > limit {
 		d.p.log.Error("node metadata not sent", "size", len(b), "limit", limit, "err", err)
 		return nil

@@ -1,0 +1,56 @@
+SHELL := /bin/bash
+# Plinth: build, test, lab demo and benchmarks. `make help` lists targets.
+GO      ?= go
+BIN     ?= bin
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Packages whose tests CI runs with the race detector.
+RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
+LAB_DIR ?= /var/tmp/plinth-lab
+
+.PHONY: help build deps test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## build bin/plinth-coordinator, bin/plinth-agent and bin/plinth-lab
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-coordinator ./cmd/coordinator
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-agent ./cmd/agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-lab ./cmd/lab
+
+deps: ## install the host packages tests need (idempotent)
+	./scripts/install-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+test-race: ## consensus, planner and FSM tests with -race
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+test-unit: ## every other package's tests (real netlink, memberlist, TLS...)
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -E '/pkg/(consensus|plan|state)$$|/test/e2e$$')
+
+test-e2e: ## multi-process tests: coordinator clusters and (as root) the lab
+	$(GO) test -count=1 -timeout 20m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+
+fuzz: ## fuzz the manifest decoder briefly
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./pkg/api/
+
+test: deps vet test-race test-unit test-e2e fuzz ## the full default suite (what CI runs)
+
+demo: build ## run the lab: coordinators + agent hosts in network namespaces, until the site is Ready
+	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN)
+
+demo-down: ## remove every namespace, process and file the demo made
+	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
+
+bench: bench-consensus bench-network ## all benchmarks (figures, not assertions)
+
+bench-consensus: ## failover time and write throughput vs a 3-member etcd
+	./scripts/bench-consensus.sh
+
+bench-network: ## host.network driver vs an equivalent ip -batch script
+	$(GO) test -run '^$$' -bench Network50 -benchtime 20x ./pkg/host/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+
+	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host"
+)
+
+func newRun(g *globals) *cobra.Command {
+	var configPath, gossipAddr, profile string
+	var factsInterval time.Duration
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the agent daemon",
+		Long: `run is the agent daemon (the plinth-agent systemd service). It delivers any result a
+previous run left unreported, then follows this host's steps with blocking queries and
+executes the runnable ones through its drivers, reporting start and result of each. It
+also reports host facts when they change, checks finished steps for drift, gossips as
+agent:<host> so the coordinators see the host is reachable, and renews its certificate
+at half its lifetime.
+
+Settings come from --config (YAML; keys name, stateDir, coordinators, gossipAddr,
+gossipProfile, factsInterval, logLevel); flags given on the command line override it.
+Under systemd (Type=notify) it reports READY=1 after the first successful fetch of its
+steps and feeds the watchdog.`,
+		Example: `  plinth-agent run
+  plinth-agent run --state-dir /var/lib/plinth --gossip-addr 10.0.0.21:7444
+  plinth-agent run --config /etc/plinth/agent.yaml --gossip-profile fast --facts-interval 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fc, err := agent.LoadFile(configPath, !cmd.Flag("config").Changed)
+			if err != nil {
+				return err
+			}
+			pick := func(flag, fromFlag, fromFile string) string {
+				if cmd.Flag(flag).Changed || fromFile == "" {
+					return fromFlag
+				}
+				return fromFile
+			}
+			stateDir := pick("state-dir", g.stateDir, fc.StateDir)
+			gossipAddr = pick("gossip-addr", gossipAddr, fc.GossipAddr)
+			profile = pick("gossip-profile", profile, fc.GossipProfile)
+			if !cmd.Flag("facts-interval").Changed && fc.FactsInterval > 0 {
+				factsInterval = time.Duration(fc.FactsInterval)
+			}
+			if profile != "lan" && profile != "fast" {
+				return fmt.Errorf("--gossip-profile %q: want lan or fast", profile)
+			}
+			log, err := newLogger(pick("log-level", g.logLevel, fc.LogLevel))
+			if err != nil {
+				return err
+			}
+			reg, err := registry(stateDir, log)
+			if err != nil {
+				return err
+			}
+			wd, _ := daemon.SdWatchdogEnabled(false)
+			return agent.Run(cmd.Context(), agent.Config{
+				Name:             fc.Name,
+				StateDir:         stateDir,
+				Coordinators:     fc.Coordinators,
+				GossipAddr:       gossipAddr,
+				GossipProfile:    profile,
+				FactsInterval:    factsInterval,
+				Logger:           log,
+				Registry:         reg,
+				Notify:           func(s string) { _, _ = daemon.SdNotify(false, s) },
+				WatchdogInterval: wd / 2,
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", agent.DefaultConfigFile, "agent config file (YAML); a missing default file is fine")
+	f.StringVar(&gossipAddr, "gossip-addr", "", fmt.Sprintf("ip:port to gossip on (default: this host's IP towards the coordinators, port %d)", agent.DefaultGossipPort))
+	f.StringVar(&profile, "gossip-profile", "lan", "gossip timing: lan, or fast for labs and tests")
+	f.DurationVar(&factsInterval, "facts-interval", agent.DefaultFactsInterval, "how often host facts are gathered (posted only when they change)")
+	_ = cmd.RegisterFlagCompletionFunc("gossip-profile", fixedCompletion("lan", "fast"))
+	return cmd
+}
+
+// registry holds the drivers this agent can run; their state lives under
+// stateDir/drivers.
+func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
+	dir := filepath.Join(stateDir, "drivers")
+	return driver.NewRegistry(
+		host.NewNetworkDriver(dir, host.WithLogger(log)),
+	)
+}

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/pki"
+)
+
+// Identity is StateDir/agent.json: who this host is and whom it talks to. The key
+// and certificate live next to it in StateDir/pki.
+type Identity struct {
+	Name         string   `json:"name"`
+	Coordinators []string `json:"coordinators"`
+	GossipSeeds  []string `json:"gossipSeeds,omitempty"`
+}
+
+// LoadIdentity reads StateDir/agent.json.
+func LoadIdentity(stateDir string) (Identity, error) {
+	var id Identity
+	b, err := os.ReadFile(identityPath(stateDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return id, fmt.Errorf("agent: %s has no %s: this host is not enrolled; run `plinth-agent join`", stateDir, identityFile)
+	}
+	if err != nil {
+		return id, fmt.Errorf("agent: read identity: %w", err)
+	}
+	if err := json.Unmarshal(b, &id); err != nil {
+		return id, fmt.Errorf("agent: %s: %w", identityPath(stateDir), err)
+	}
+	if id.Name == "" {
+		return id, fmt.Errorf("agent: %s names no host", identityPath(stateDir))
+	}
+	return id, nil
+}
+
+func (id Identity) save(stateDir string) error {
+	b, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("agent: encode identity: %w", err)
+	}
+	if err := writeFileAtomic(identityPath(stateDir), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("agent: save identity: %w", err)
+	}
+	return nil
+}
+
+// LoadBundle reads the agent's certificate bundle, first finishing a renewal that was
+// interrupted after the new bundle was staged.
+func LoadBundle(stateDir string) (pki.Bundle, error) {
+	if err := finishRenewal(stateDir); err != nil {
+		return pki.Bundle{}, err
+	}
+	b, err := pki.LoadBundle(pkiPath(stateDir), bundleName)
+	if err != nil {
+		return pki.Bundle{}, fmt.Errorf("agent: %w (re-enrol with `plinth-agent join --force`)", err)
+	}
+	return b, nil
+}
+
+// saveBundle replaces the bundle so that a crash at any point leaves a valid one:
+// the complete new bundle is staged in pki/renew first, then copied over the live
+// files, then the stage is removed. finishRenewal redoes the copy after a crash.
+func saveBundle(stateDir string, b pki.Bundle) error {
+	stage := filepath.Join(pkiPath(stateDir), renewDir)
+	if err := os.RemoveAll(stage); err != nil {
+		return fmt.Errorf("agent: clear %s: %w", stage, err)
+	}
+	if err := b.Save(stage, bundleName); err != nil {
+		return err
+	}
+	if err := b.Save(pkiPath(stateDir), bundleName); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(stage); err != nil {
+		return fmt.Errorf("agent: remove %s: %w", stage, err)
+	}
+	return nil
+}
+
+func finishRenewal(stateDir string) error {
+	stage := filepath.Join(pkiPath(stateDir), renewDir)
+	if _, err := os.Stat(stage); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	// A stage that does not load was cut short before the live files were touched.
+	if b, err := pki.LoadBundle(stage, bundleName); err == nil {
+		if err := b.Save(pkiPath(stateDir), bundleName); err != nil {
+			return fmt.Errorf("agent: finish interrupted renewal: %w", err)
+		}
+	}
+	if err := os.RemoveAll(stage); err != nil {
+		return fmt.Errorf("agent: remove %s: %w", stage, err)
+	}
+	return nil
+}
+
+// loadGossipKey returns the gossip key saved at join or learnt since, or nil.
+func loadGossipKey(stateDir string) ([]byte, error) {
+	b, err := os.ReadFile(gossipKeyPath(stateDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: read gossip key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("agent: gossip key %s is not base64", gossipKeyPath(stateDir))
+	}
+	return key, nil
+}
+
+func saveGossipKey(stateDir string, key []byte) error {
+	if len(key) == 0 {
+		return nil
+	}
+	data := []byte(base64.StdEncoding.EncodeToString(key) + "\n")
+	if err := os.MkdirAll(pkiPath(stateDir), 0o700); err != nil {
+		return fmt.Errorf("agent: save gossip key: %w", err)
+	}
+	if err := writeFileAtomic(gossipKeyPath(stateDir), data, 0o600); err != nil {
+		return fmt.Errorf("agent: save gossip key: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/coordinator"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/server"
+)
+
+// fakeNet stands in for host.network: it "configures" by remembering the inputs it
+// applied, so the test machine's network is never touched.
+type fakeNet struct {
+	mu       sync.Mutex
+	have     string
+	failures int  // fail this many applies, retryably
+	block    bool // apply hangs until its context ends (an agent killed mid-step)
+	applies  int
+	diffs    int
+}
+
+func newFakeNet() *fakeNet { return &fakeNet{} }
+
+func (f *fakeNet) Kind() string { return host.KindNetwork }
+
+func (f *fakeNet) Diff(_ context.Context, inputs json.RawMessage) ([]driver.Change, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.diffs++
+	want := string(inputs)
+	if f.have == want {
+		return nil, nil
+	}
+	return []driver.Change{{Summary: "configure links", Apply: func(ctx context.Context) error {
+		f.mu.Lock()
+		f.applies++
+		block, fail := f.block, f.failures > 0
+		if fail {
+			f.failures--
+		}
+		f.mu.Unlock()
+		if block {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if fail {
+			return errors.New("transient failure")
+		}
+		f.mu.Lock()
+		f.have = want
+		f.mu.Unlock()
+		return nil
+	}}}, nil
+}
+
+func (f *fakeNet) counts() (applies, diffs int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applies, f.diffs
+}
+
+// syncBuf collects logs; they are printed only if the test fails.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func hostYAML(mtu int) string {
+	return fmt.Sprintf(`apiVersion: plinth.dev/v1alpha1
+kind: Host
+metadata:
+  name: node-1
+spec:
+  roles: [worker]
+  managementAddress: 127.0.0.1
+  interfaces:
+  - name: eth9
+    mtu: %d
+`, mtu)
+}
+
+// TestIntegrationAgentWithCoordinator runs a real coordinator (one member, "fast"
+// profile, loopback) and the agent against it, with a fake host.network driver:
+// enrolment, READY, facts, gossip reachability, a retried failure, certificate
+// renewal, re-running a step cut short by a kill, and replaying a persisted result
+// exactly once.
+func TestIntegrationAgentWithCoordinator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator: skipped with -short")
+	}
+	logs := &syncBuf{}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("PLINTH_TEST_LOGS") != "" {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	dir := t.TempDir()
+	adminPath := filepath.Join(dir, "admin.json")
+	ccfg := coordinator.Config{
+		Name: "c0", Site: "lab", APIAddr: freeAddr(t), JoinAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t),
+		Profile: "fast", AgentCertTTL: coordinator.Duration(30 * time.Second),
+	}
+	cdir := filepath.Join(dir, "coordinator")
+	if err := coordinator.Init(coordinator.InitOptions{DataDir: cdir, Config: ccfg, AdminIdentity: adminPath}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cctx, cstop := context.WithCancel(ctx)
+	cdone := make(chan error, 1)
+	go func() {
+		cdone <- coordinator.Run(cctx, cdir, coordinator.RunOptions{Logger: log.With("who", "coordinator")})
+	}()
+	t.Cleanup(func() {
+		cstop()
+		select {
+		case <-cdone:
+		case <-time.After(30 * time.Second):
+			t.Error("coordinator did not stop")
+		}
+	})
+	admin, err := client.FromIdentityFile(adminPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Enrol node-1.
+	var tok server.TokenResponse
+	eventually(t, 20*time.Second, "coordinator accepts writes", func() error {
+		_, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "node-1", Role: "agent", TTL: time.Hour}, &tok)
+		return err
+	})
+	apply(t, ctx, admin, hostYAML(9000))
+	stateDir := filepath.Join(dir, "agent")
+	jo := JoinOptions{StateDir: stateDir, Name: "node-1", Token: tok.Token, JoinAddrs: []string{ccfg.JoinAddr}}
+	if err := Join(ctx, jo); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if err := Join(ctx, jo); !errors.Is(err, ErrAlreadyEnrolled) {
+		t.Fatalf("second join: %v, want ErrAlreadyEnrolled", err)
+	}
+	for _, f := range []string{"pki/agent.key", "pki/gossip.key"} {
+		if fi, err := os.Stat(filepath.Join(stateDir, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, mode %v; want 0600", f, err, fi.Mode())
+		}
+	}
+	id, err := LoadIdentity(stateDir)
+	if err != nil || id.Name != "node-1" || id.Coordinators[0] != ccfg.APIAddr {
+		t.Fatalf("identity %+v, %v", id, err)
+	}
+	b, _ := LoadBundle(stateDir)
+	joinSerial := serialOf(t, b)
+
+	gossipAddr := freeAddr(t)
+	start := func(d *fakeNet) (func(), *notes) {
+		reg, err := driver.NewRegistry(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nt := &notes{}
+		actx, astop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(actx, Config{StateDir: stateDir, GossipAddr: gossipAddr, GossipProfile: "fast",
+				FactsInterval: time.Second, Logger: log.With("who", "agent"), Registry: reg,
+				Notify: nt.add, WatchdogInterval: 100 * time.Millisecond})
+		}()
+		return func() {
+			astop()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("agent Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("agent did not stop within 20s")
+			}
+		}, nt
+	}
+	step := func() plan.Record {
+		var d server.HostDetail
+		if _, err := admin.Do(ctx, "GET", "/v1/hosts/node-1", nil, &d); err != nil || len(d.Steps) != 1 {
+			t.Fatalf("host detail: %v (%d steps)", err, len(d.Steps))
+		}
+		return d.Steps[0]
+	}
+	waitState := func(what string, ok func(plan.Record) bool) plan.Record {
+		t.Helper()
+		var r plan.Record
+		eventually(t, 30*time.Second, what, func() error {
+			if r = step(); !ok(r) {
+				return fmt.Errorf("step is %s (attempts %d, applied %s, inputs %s)", r.State, r.Attempts, r.AppliedHash, r.InputsHash)
+			}
+			return nil
+		})
+		return r
+	}
+	succeededWith := func(hash string) func(plan.Record) bool {
+		return func(r plan.Record) bool { return r.State == plan.Succeeded && r.AppliedHash == hash }
+	}
+
+	// First run: one retryable failure, then success after the backoff.
+	d1 := newFakeNet()
+	d1.failures = 1
+	stop, n := start(d1)
+	r := waitState("step succeeds after a retry", succeededWith(step().InputsHash))
+	if applies, _ := d1.counts(); applies != 2 || r.Attempts != 0 {
+		t.Fatalf("applies = %d, attempts = %d; want 2 applies (fail, success)", applies, r.Attempts)
+	}
+	eventually(t, 10*time.Second, "READY=1 and watchdog", func() error {
+		if !n.has("READY=1") || !n.has("WATCHDOG=1") {
+			return fmt.Errorf("notified %v", n.list())
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "facts and reachability", func() error {
+		var d server.HostDetail
+		if _, err := admin.Do(ctx, "GET", "/v1/hosts/node-1", nil, &d); err != nil {
+			return err
+		}
+		if d.Host.FactsHash == "" || d.Host.Reachable != "True" {
+			return fmt.Errorf("factsHash %q, reachable %q (%s)", d.Host.FactsHash, d.Host.Reachable, d.Host.ReachableMsg)
+		}
+		return nil
+	})
+	// The 30s certificate was renewed at start-up (past half-life), and the agent
+	// keeps working with the new one: new inputs are applied.
+	eventually(t, 20*time.Second, "certificate renewed", func() error {
+		b, err := LoadBundle(stateDir)
+		if err != nil {
+			return err
+		}
+		if serialOf(t, b) == joinSerial {
+			return errors.New("serial unchanged")
+		}
+		return nil
+	})
+	apply(t, ctx, admin, hostYAML(1500))
+	waitState("new inputs applied after renewal", func(r plan.Record) bool { return succeededWith(r.InputsHash)(r) })
+
+	// Killed mid-step: the step stays Running and is run again after a restart.
+	d1.mu.Lock()
+	d1.block = true
+	d1.mu.Unlock()
+	apply(t, ctx, admin, hostYAML(1400))
+	waitState("step running", func(r plan.Record) bool { return r.State == plan.Running })
+	stop()
+	if r := step(); r.State != plan.Running {
+		t.Fatalf("after kill: step is %s, want Running", r.State)
+	}
+	d2 := newFakeNet()
+	stop, _ = start(d2)
+	r = waitState("interrupted step re-run", func(r plan.Record) bool { return succeededWith(r.InputsHash)(r) })
+	if applies, _ := d2.counts(); applies != 1 {
+		t.Fatalf("re-run applied %d times, want 1", applies)
+	}
+
+	// Killed after the run finished and its result was persisted, before it was
+	// reported: the restarted agent reports it without running the step again.
+	d2.mu.Lock()
+	d2.block = true
+	d2.mu.Unlock()
+	apply(t, ctx, admin, hostYAML(1300))
+	r = waitState("step running", func(r plan.Record) bool { return r.State == plan.Running })
+	stop()
+	ps := newPendingStore(filepath.Join(stateDir, pendingDir))
+	if _, err := ps.Put(Pending{ID: r.ID, Kind: r.Kind, InputsHash: r.InputsHash, Result: driver.Result{Changes: []string{"configure links"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d3 := newFakeNet()
+	stop, _ = start(d3)
+	r = waitState("persisted result replayed", succeededWith(r.InputsHash))
+	if applies, _ := d3.counts(); applies != 0 {
+		t.Fatalf("replayed step was run again (%d applies)", applies)
+	}
+	if r.LastResult == nil || len(r.LastResult.Changes) != 1 {
+		t.Fatalf("last result %+v, want the persisted one", r.LastResult)
+	}
+	if left, _ := ps.List(); len(left) != 0 {
+		t.Fatalf("pending results left: %v", left)
+	}
+	st, err := GetStatus(ctx, stateDir)
+	if err != nil || st.Name != "node-1" || len(st.Steps) != 1 || st.Steps[0].Inputs != nil || st.StepsError != "" {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	stop()
+}
+
+type notes struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (n *notes) add(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.l = append(n.l, s)
+}
+
+func (n *notes) list() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.l...)
+}
+
+func (n *notes) has(s string) bool {
+	for _, x := range n.list() {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func apply(t *testing.T, ctx context.Context, admin *client.Client, yaml string) {
+	t.Helper()
+	var resp server.ApplyResponse
+	if _, err := admin.Do(ctx, "POST", "/v1/apply", server.ApplyRequest{File: "hosts.yaml", YAML: yaml}, &resp); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	t.Logf("apply: %s", strings.Join(resp.Plan, "; "))
+}
+
+func eventually(t *testing.T, within time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

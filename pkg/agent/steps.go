@@ -1,0 +1,264 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/server"
+)
+
+// Runnable returns the steps the agent should run at now, in the order given: those
+// plan.Record.Runnable accepts (Ready, Running — a run cut short by a crash — and
+// Failed once RetryAt has passed).
+func Runnable(steps []server.AgentStep, now time.Time) []server.AgentStep {
+	var out []server.AgentStep
+	for _, s := range steps {
+		if (plan.Record{State: s.State, RetryAt: s.RetryAt}).Runnable(now) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// nextWait is how long a blocking query may wait: at most limit, and no longer than
+// until the earliest future retry of a Failed step, so retries run on time without
+// a change on the coordinator to wake the query.
+func nextWait(steps []server.AgentStep, now time.Time, limit time.Duration) time.Duration {
+	w := limit
+	for _, s := range steps {
+		if s.State == plan.Failed && s.RetryAt.After(now) {
+			// A little past RetryAt, so the step is due when the answer arrives.
+			w = min(w, s.RetryAt.Sub(now)+50*time.Millisecond)
+		}
+	}
+	return w
+}
+
+// outcome of one step run, for the loop to decide what to do next.
+type outcome int
+
+const (
+	ranStep  outcome = iota // reported (or interrupted by shutdown)
+	stale                   // the coordinator's view moved on: refetch soon
+	rejected                // the coordinator refused a report: refetch after a pause
+)
+
+// stepLoop delivers results left over from a previous run, then follows this host's
+// steps with blocking queries and runs those that are runnable, in order.
+func (a *agent) stepLoop(ctx context.Context) error {
+	a.replayPending(ctx)
+	var index uint64
+	bo := newBackoff(time.Second, 30*time.Second)
+	for ctx.Err() == nil {
+		wait := stepsWait
+		if snap, ok := a.snapshot(); ok {
+			wait = nextWait(snap.Steps, time.Now(), stepsWait)
+		}
+		snap, idx, err := a.fetchSteps(ctx, index, wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.log.Warn("fetch steps failed; retrying", "err", err)
+			bo.wait(ctx)
+			continue
+		}
+		bo.reset()
+		if idx < index { // the coordinators' state went back (restore): start over
+			idx = 0
+		}
+		index = idx
+		a.setSnapshot(snap)
+		a.markReady()
+		for _, st := range Runnable(snap.Steps, time.Now()) {
+			o := a.runStep(ctx, st)
+			if o == ranStep {
+				continue
+			}
+			// The rest of this answer may be out of date too: pause, then refetch.
+			pause := time.Second
+			if o == rejected {
+				pause = 30 * time.Second
+			}
+			sleep(ctx, pause)
+			break
+		}
+	}
+	return nil
+}
+
+func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration) (server.AgentSteps, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
+	defer cancel()
+	var out server.AgentSteps
+	idx, err := a.client().Do(ctx, "GET", client.Blocking("/v1/agent/steps", index, wait), nil, &out)
+	if err != nil {
+		return out, 0, fmt.Errorf("agent: fetch steps: %w", err)
+	}
+	if out.Host != "" && out.Host != a.name {
+		return out, 0, fmt.Errorf("agent: fetch steps: coordinator answered for host %q, not %q", out.Host, a.name)
+	}
+	return out, idx, nil
+}
+
+func (a *agent) snapshot() (server.AgentSteps, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.snap == nil {
+		return server.AgentSteps{}, false
+	}
+	return *a.snap, true
+}
+
+func (a *agent) setSnapshot(s server.AgentSteps) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.snap = &s
+}
+
+// runStep tells the coordinator the step starts, runs it and reports the result.
+func (a *agent) runStep(ctx context.Context, st server.AgentStep) outcome {
+	log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash)
+	err := a.postRetry(ctx, "/v1/agent/start", server.StepReport{ID: st.ID, InputsHash: st.InputsHash})
+	switch {
+	case ctx.Err() != nil:
+		return ranStep
+	case client.StatusOf(err) == http.StatusConflict || client.StatusOf(err) == http.StatusNotFound:
+		log.Info("step changed on the coordinator before it started; refetching", "reason", err)
+		return stale
+	case err != nil:
+		log.Error("coordinator refused the start of a step", "err", err)
+		return rejected
+	}
+	a.drift.forget(st.ID)
+	log.Info("step started", "attempt", st.Attempts+1)
+	began := time.Now()
+	res := a.execute(ctx, st)
+	if ctx.Err() != nil {
+		// Not the step's failure: it stays Running and runs again after restart.
+		log.Info("step interrupted by shutdown; it will run again")
+		return ranStep
+	}
+	took := time.Since(began).Round(time.Millisecond)
+	if res.OK() {
+		log.Info("step succeeded", "changes", len(res.Changes), "took", took)
+	} else {
+		// Driver errors are written for reports (the coordinator shows them too).
+		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took)
+	}
+	p := Pending{ID: st.ID, Kind: st.Kind, InputsHash: st.InputsHash, Result: res}
+	saved, err := a.pending.Put(p)
+	if err != nil {
+		// Still report it: losing the file only loses crash safety, not the result.
+		log.Error("could not persist result before reporting it", "err", err)
+		saved = p
+	}
+	return a.deliver(ctx, log, saved, false)
+}
+
+// execute runs the step with its driver; a missing driver or a driver panic becomes a
+// failed result rather than a crash loop.
+func (a *agent) execute(ctx context.Context, st server.AgentStep) (res driver.Result) {
+	d, ok := a.cfg.Registry.Get(st.Kind)
+	if !ok {
+		return driver.Result{Error: fmt.Sprintf("no driver for kind %s on this agent", st.Kind)}
+	}
+	a.execMu.Lock()
+	defer a.execMu.Unlock()
+	defer func() {
+		if r := recover(); r != nil {
+			res = driver.Result{Error: fmt.Sprintf("%s: driver panicked: %v", st.Kind, r)}
+		}
+	}()
+	return driver.Run(ctx, d, st.Inputs)
+}
+
+// deliver reports a persisted result until a coordinator accepts or refuses it, then
+// forgets it. After an uncertain attempt (network error, no leader) or on replay
+// after a restart, it first asks whether the step still waits for this result —
+// Running with the same inputs — so a result the leader already committed is not
+// counted twice.
+func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify bool) outcome {
+	bo := newBackoff(500*time.Millisecond, 30*time.Second)
+	done := func() {
+		if err := a.pending.Delete(p.ID, p.Seq); err != nil {
+			log.Error("could not remove delivered result", "err", err)
+		}
+	}
+	for {
+		if verify {
+			waiting, err := a.awaitsResult(ctx, p)
+			switch {
+			case ctx.Err() != nil:
+				return ranStep
+			case client.StatusOf(err) == http.StatusNotFound:
+				log.Info("step no longer exists; dropping its result")
+				done()
+				return stale
+			case err != nil:
+				log.Warn("cannot check step state; retrying", "err", err)
+				bo.wait(ctx)
+				continue
+			case !waiting:
+				log.Info("result already recorded or superseded; not sent again")
+				done()
+				return ranStep
+			}
+		}
+		rep := server.StepReport{ID: p.ID, InputsHash: p.InputsHash, Result: &p.Result}
+		_, err := a.do(ctx, "POST", "/v1/agent/result", rep, nil)
+		switch {
+		case err == nil:
+			log.Info("result reported", "ok", p.Result.OK())
+			done()
+			return ranStep
+		case ctx.Err() != nil:
+			return ranStep // stays pending; replayed at start-up
+		case client.StatusOf(err) == http.StatusConflict:
+			log.Info("result is stale (inputs or state changed); dropped", "reason", err)
+			done()
+			return stale
+		case !retryable(err):
+			log.Error("coordinator refused the result; dropped", "err", err)
+			done()
+			return rejected
+		}
+		log.Warn("result not delivered; retrying", "err", err)
+		if !bo.wait(ctx) {
+			return ranStep
+		}
+		verify = true
+	}
+}
+
+// awaitsResult asks the coordinator whether the step is Running with p's inputs.
+func (a *agent) awaitsResult(ctx context.Context, p Pending) (bool, error) {
+	var st server.AgentStep
+	if _, err := a.do(ctx, "GET", "/v1/agent/steps/"+p.ID, nil, &st); err != nil {
+		return false, err
+	}
+	return st.State == plan.Running && st.InputsHash == p.InputsHash, nil
+}
+
+// replayPending delivers results a previous run persisted but may not have reported,
+// oldest first, before any new step runs.
+func (a *agent) replayPending(ctx context.Context) {
+	ps, err := a.pending.List()
+	if err != nil {
+		a.log.Error("some pending results cannot be read; they are kept for inspection", "dir", a.pending.dir, "err", err)
+	}
+	for _, p := range ps {
+		if ctx.Err() != nil {
+			return
+		}
+		log := a.log.With("step", p.ID, "kind", p.Kind, "inputsHash", p.InputsHash)
+		log.Info("replaying result persisted before a restart")
+		a.deliver(ctx, log, p, true)
+	}
+}

@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/server"
+)
+
+func TestRunnable(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	steps := []server.AgentStep{
+		{ID: "h/pending", State: plan.Pending},
+		{ID: "h/ready", State: plan.Ready},
+		{ID: "h/succeeded", State: plan.Succeeded},
+		{ID: "h/running", State: plan.Running}, // cut short by a crash: run again
+		{ID: "h/failed-later", State: plan.Failed, RetryAt: now.Add(time.Second)},
+		{ID: "h/failed-due", State: plan.Failed, RetryAt: now},
+		{ID: "h/failed-past", State: plan.Failed, RetryAt: now.Add(-time.Minute)},
+		{ID: "h/blocked", State: plan.Blocked},
+		{ID: "h/ready-2", State: plan.Ready},
+	}
+	var got []string
+	for _, s := range Runnable(steps, now) {
+		got = append(got, s.ID)
+	}
+	want := "h/ready h/running h/failed-due h/failed-past h/ready-2" // the order given
+	if strings.Join(got, " ") != want {
+		t.Fatalf("Runnable = %v\nwant      %s", got, want)
+	}
+	if Runnable(nil, now) != nil {
+		t.Fatal("Runnable(nil) is not empty")
+	}
+}
+
+func TestNextWait(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	limit := 30 * time.Second
+	for _, tc := range []struct {
+		name  string
+		steps []server.AgentStep
+		want  time.Duration
+	}{
+		{"nothing to retry", []server.AgentStep{{State: plan.Ready}, {State: plan.Succeeded}}, limit},
+		{"retry soon", []server.AgentStep{{State: plan.Failed, RetryAt: now.Add(2 * time.Second)}}, 2*time.Second + 50*time.Millisecond},
+		{"earliest wins", []server.AgentStep{
+			{State: plan.Failed, RetryAt: now.Add(9 * time.Second)},
+			{State: plan.Failed, RetryAt: now.Add(3 * time.Second)},
+		}, 3*time.Second + 50*time.Millisecond},
+		{"retry after the limit", []server.AgentStep{{State: plan.Failed, RetryAt: now.Add(time.Hour)}}, limit},
+		{"already due is not waited for", []server.AgentStep{{State: plan.Failed, RetryAt: now.Add(-time.Second)}}, limit},
+		{"blocked has no timer", []server.AgentStep{{State: plan.Blocked, RetryAt: now.Add(time.Second)}}, limit},
+	} {
+		if got := nextWait(tc.steps, now, limit); got != tc.want {
+			t.Errorf("%s: nextWait = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := newBackoff(time.Second, 8*time.Second)
+	var prev time.Duration
+	for i := range 6 {
+		d := b.next()
+		if d > 8*time.Second || d < time.Second*3/4 {
+			t.Fatalf("attempt %d: %v out of range", i, d)
+		}
+		if i > 0 && i < 3 && d < prev/2 {
+			t.Fatalf("attempt %d: %v does not grow from %v", i, d, prev)
+		}
+		prev = d
+	}
+	b.reset()
+	if d := b.next(); d > time.Second {
+		t.Fatalf("after reset: %v", d)
+	}
+}

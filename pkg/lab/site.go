@@ -1,0 +1,244 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// HostSpec is one lab host.
+type HostSpec struct {
+	Name string
+	// Octet is the last octet of the host's management address in the lab subnet.
+	Octet int
+	// Role is the agent's enrolment role: controller, worker or storage.
+	Role string
+	// Coordinator runs a coordinator on this host: "init", "join" or "witness".
+	Coordinator string
+}
+
+// Spec describes a lab site.
+type Spec struct {
+	// Subnet is the /24 of the lab bridge; the bridge takes .1.
+	Subnet string
+	Hosts  []HostSpec
+	// Manifest is the site manifest file applied once every agent is enrolled.
+	Manifest string
+	// Site is the site name given to init.
+	Site string
+}
+
+// DefaultSpec is the lab of examples/lab/site.yaml: two controllers and a witness
+// running coordinators, and a compute host; every host runs an agent.
+func DefaultSpec(manifest string) Spec {
+	return Spec{
+		Subnet:   "10.211.0.0/24",
+		Site:     "lab",
+		Manifest: manifest,
+		Hosts: []HostSpec{
+			{Name: "controller-0", Octet: 11, Role: "controller", Coordinator: "init"},
+			{Name: "controller-1", Octet: 12, Role: "controller", Coordinator: "join"},
+			{Name: "witness", Octet: 13, Role: "controller", Coordinator: "witness"},
+			{Name: "compute-0", Octet: 21, Role: "worker"},
+		},
+	}
+}
+
+// CoordinatorPort is the API port coordinators use in the lab (join, raft and
+// gossip take the next three).
+const CoordinatorPort = 7440
+
+func (s Spec) ip(octet int) (string, string, error) {
+	_, n, err := net.ParseCIDR(s.Subnet)
+	if err != nil {
+		return "", "", fmt.Errorf("lab: subnet %q: %w", s.Subnet, err)
+	}
+	ip := n.IP.To4()
+	if ip == nil {
+		return "", "", fmt.Errorf("lab: subnet %q: want IPv4", s.Subnet)
+	}
+	addr := net.IPv4(ip[0], ip[1], ip[2], byte(octet)).String()
+	ones, _ := n.Mask.Size()
+	return addr, fmt.Sprintf("%s/%d", addr, ones), nil
+}
+
+// Up builds the whole lab: bridge, host namespaces, coordinators, enrolled agents,
+// and the applied manifest. It does not wait for convergence: see WaitReady.
+func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
+	say := func(format string, args ...any) {
+		if progress != nil {
+			fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+		}
+	}
+	_, gw, err := spec.ip(1)
+	if err != nil {
+		return err
+	}
+	if err := l.Network(ctx, gw); err != nil {
+		return err
+	}
+	say("bridge %s up at %s", l.bridge, gw)
+	for _, hs := range spec.Hosts {
+		_, cidr, err := spec.ip(hs.Octet)
+		if err != nil {
+			return err
+		}
+		if _, err := l.AddHost(ctx, hs.Name, cidr); err != nil {
+			return err
+		}
+		say("host %-13s namespace %s, eth0 %s", hs.Name, l.Host(hs.Name).NS, cidr)
+	}
+	for _, kind := range []string{"init", "join", "witness"} {
+		for _, hs := range spec.Hosts {
+			if hs.Coordinator != kind {
+				continue
+			}
+			h := l.Host(hs.Name)
+			if kind == "init" {
+				if _, err := l.InitCoordinator(ctx, hs.Name, h.NS, h.IP, CoordinatorPort, spec.Site); err != nil {
+					return err
+				}
+			} else if _, err := l.JoinCoordinator(ctx, hs.Name, h.NS, h.IP, CoordinatorPort, kind == "witness"); err != nil {
+				return err
+			}
+			say("coordinator %s (%s) serving on %s", hs.Name, kind, net.JoinHostPort(h.IP, fmt.Sprint(CoordinatorPort)))
+		}
+	}
+	for _, hs := range spec.Hosts {
+		h := l.Host(hs.Name)
+		if err := l.EnrolAgent(ctx, h, hs.Role); err != nil {
+			return err
+		}
+		if err := l.StartAgent(h); err != nil {
+			return err
+		}
+		say("agent %-13s enrolled with a one-time token and running", hs.Name)
+	}
+	if spec.Manifest != "" {
+		out, err := l.CLI(ctx, "apply", "-f", spec.Manifest)
+		if err != nil {
+			return err
+		}
+		say("applied %s:\n%s", spec.Manifest, strings.TrimRight(out, "\n"))
+	}
+	return nil
+}
+
+// WaitSiteReady follows the site with blocking queries and prints a host × step table
+// whenever it changes, until the Site is Ready or timeout passes.
+func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout time.Duration) error {
+	cl, err := l.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var idx uint64
+	last := ""
+	for {
+		var steps []plan.Record
+		next, err := cl.Do(ctx, "GET", client.Blocking("/v1/steps", idx, 5*time.Second), nil, &steps)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("lab: site not Ready within %s; last seen:\n%s", timeout, last)
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		idx = next
+		var hosts []state.HostRecord
+		var site *state.SiteRecord
+		_, herr := cl.Do(ctx, "GET", "/v1/hosts", nil, &hosts)
+		_, serr := cl.Do(ctx, "GET", "/v1/site", nil, &site)
+		if herr != nil || serr != nil {
+			continue
+		}
+		table := ProgressTable(hosts, steps, site)
+		if table != last && progress != nil {
+			fmt.Fprintf(progress, "\n%s\n%s", time.Now().Format("15:04:05"), table)
+			last = table
+		}
+		if site != nil {
+			if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil && r.Status == api.ConditionTrue {
+				return nil
+			}
+		}
+	}
+}
+
+// ProgressTable renders hosts as rows and step kinds as columns.
+func ProgressTable(hosts []state.HostRecord, steps []plan.Record, site *state.SiteRecord) string {
+	kinds := map[string]bool{}
+	cell := map[[2]string]string{}
+	for _, s := range steps {
+		kinds[s.Kind] = true
+		v := string(s.State)
+		if s.State == plan.Failed || s.State == plan.Blocked {
+			v += fmt.Sprintf("(%d)", s.Attempts)
+		}
+		cell[[2]string{s.Host, s.Kind}] = v
+	}
+	cols := make([]string, 0, len(kinds))
+	for k := range kinds {
+		cols = append(cols, k)
+	}
+	sort.Strings(cols)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "HOST\tREACHABLE")
+	for _, c := range cols {
+		fmt.Fprint(tw, "\t"+c)
+	}
+	fmt.Fprintln(tw, "\tREADY")
+	for _, h := range hosts {
+		fmt.Fprintf(tw, "%s\t%s", h.Name, dash(h.Reachable))
+		for _, c := range cols {
+			fmt.Fprint(tw, "\t"+dash(cell[[2]string{h.Name, c}]))
+		}
+		ready := "-"
+		if r := plan.Find(h.Host.Status.Conditions, api.ConditionReady); r != nil {
+			ready = r.Status
+			if r.Status != api.ConditionTrue {
+				ready += " (" + r.Reason + ")"
+			}
+		}
+		fmt.Fprintf(tw, "\t%s\n", ready)
+	}
+	tw.Flush()
+	if site != nil {
+		if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil {
+			fmt.Fprintf(&b, "site %s: Ready=%s %s\n", site.Site.Metadata.Name, r.Status, r.Message)
+		}
+	}
+	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// CheckRoot explains why the lab cannot run when not root.
+func CheckRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("lab: needs root (it creates network namespaces, veth pairs and a bridge)")
+	}
+	return nil
+}
+
+var _ = server.Status{}

@@ -1,0 +1,295 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type log struct {
+	t     *testing.T
+	s     *Store
+	idx   uint64
+	cmds  [][]byte
+	clock time.Time
+}
+
+func newLog(t *testing.T) *log { return &log{t: t, s: New(nil), clock: t0} }
+
+// apply encodes and applies a command, returning the FSM's answer.
+func (l *log) apply(typ string, body any) error {
+	l.t.Helper()
+	l.clock = l.clock.Add(time.Second)
+	data, err := Encode(typ, l.clock, body)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.idx++
+	l.cmds = append(l.cmds, data)
+	resp := l.s.Apply(&raft.Log{Index: l.idx, Type: raft.LogCommand, Data: data})
+	if err, ok := resp.(error); ok {
+		return err
+	}
+	return nil
+}
+
+func (l *log) must(typ string, body any) {
+	l.t.Helper()
+	if err := l.apply(typ, body); err != nil {
+		l.t.Fatalf("%s: %v", typ, err)
+	}
+}
+
+func manifest(hosts ...string) api.Manifest {
+	m := api.Manifest{Site: &api.Site{
+		TypeMeta: api.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindSite},
+		Metadata: api.ObjectMeta{Name: "lab"},
+		Spec:     api.SiteSpec{Controllers: []string{hosts[0]}},
+	}}
+	for i, h := range hosts {
+		role := api.RoleWorker
+		if i == 0 {
+			role = api.RoleController
+		}
+		m.Hosts = append(m.Hosts, api.Host{
+			TypeMeta: api.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindHost},
+			Metadata: api.ObjectMeta{Name: h},
+			Spec: api.HostSpec{Roles: []string{role}, ManagementAddress: "10.0.0." + string(rune('1'+i)),
+				Interfaces: []api.Interface{{Name: "eth1", MTU: 1500}}},
+		})
+	}
+	return m
+}
+
+func (l *log) view() (out View) {
+	l.s.Read(func(v View) { out = View{v.t} })
+	return out
+}
+
+func enrolled(l *log, host string) {
+	l.t.Helper()
+	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t-" + host, SecretHash: "h", Name: host, Role: "agent", Expires: l.clock.Add(time.Hour)}})
+	l.must(CmdEnroll, Enroll{TokenID: "t-" + host, SecretHash: "h", Name: host, Role: "agent", Serial: "s-" + host, NotAfter: l.clock.Add(24 * time.Hour)})
+	l.must(CmdSetReachable, SetReachable{Host: host, Status: api.ConditionTrue, Reason: "GossipAlive"})
+}
+
+func TestManifestGenerationsAndSteps(t *testing.T) {
+	l := newLog(t)
+	l.must(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: manifest("c0", "w1")})
+	v := l.view()
+	h, _ := v.Host("w1")
+	if h.Host.Metadata.Generation != 1 || len(v.Steps("")) != 2 {
+		t.Fatalf("generation %d, %d steps", h.Host.Metadata.Generation, len(v.Steps("")))
+	}
+	// The same manifest again changes nothing.
+	before := l.s.Index()
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1")})
+	if h2, _ := l.view().Host("w1"); h2.Host.Metadata.Generation != 1 || h2.ModifyIndex > before {
+		t.Fatalf("unchanged spec bumped generation/index: %+v", h2)
+	}
+	// A changed spec bumps only that host and re-plans only its step.
+	m := manifest("c0", "w1")
+	m.Hosts[1].Spec.Interfaces[0].MTU = 9000
+	m.Site = nil
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: m})
+	v = l.view()
+	w1, _ := v.Host("w1")
+	c0, _ := v.Host("c0")
+	if w1.Host.Metadata.Generation != 2 || c0.Host.Metadata.Generation != 1 {
+		t.Fatalf("generations c0=%d w1=%d", c0.Host.Metadata.Generation, w1.Host.Metadata.Generation)
+	}
+	if w1.Host.Status.ObservedGeneration != 2 {
+		t.Fatalf("observedGeneration %d", w1.Host.Status.ObservedGeneration)
+	}
+}
+
+func TestInvalidManifestIsRefusedWholesale(t *testing.T) {
+	l := newLog(t)
+	m := manifest("c0", "w1")
+	m.Hosts[1].Spec.Interfaces[0].MTU = 70000
+	err := l.apply(CmdApplyManifest, ApplyManifest{File: "bad.yaml", Manifest: m})
+	var el api.ErrorList
+	if !errors.As(err, &el) || !strings.Contains(err.Error(), "mtu") {
+		t.Fatalf("want a field error, got %v", err)
+	}
+	if len(l.view().Hosts()) != 0 {
+		t.Fatal("half-applied manifest")
+	}
+}
+
+func TestEnrollIsSingleUseAndChecked(t *testing.T) {
+	l := newLog(t)
+	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t1", SecretHash: "good", Name: "w1", Role: "agent", Expires: l.clock.Add(time.Minute)}})
+	tests := []struct {
+		name   string
+		body   Enroll
+		reason string
+	}{
+		{"unknown token", Enroll{TokenID: "nope", SecretHash: "good", Name: "w1", Role: "agent"}, "UnknownToken"},
+		{"bad secret", Enroll{TokenID: "t1", SecretHash: "bad", Name: "w1", Role: "agent"}, "BadSecret"},
+		{"wrong host", Enroll{TokenID: "t1", SecretHash: "good", Name: "w2", Role: "agent"}, "WrongHost"},
+		{"wrong role", Enroll{TokenID: "t1", SecretHash: "good", Name: "w1", Role: "coordinator"}, "WrongRole"},
+	}
+	for _, tt := range tests {
+		err := l.apply(CmdEnroll, tt.body)
+		var ee *EnrolError
+		if !errors.As(err, &ee) || ee.Reason != tt.reason {
+			t.Errorf("%s: want %s, got %v", tt.name, tt.reason, err)
+		}
+	}
+	l.must(CmdEnroll, Enroll{TokenID: "t1", SecretHash: "good", Name: "w1", Role: "agent", Serial: "s1"})
+	err := l.apply(CmdEnroll, Enroll{TokenID: "t1", SecretHash: "good", Name: "w1", Role: "agent", Serial: "s2"})
+	var ee *EnrolError
+	if !errors.As(err, &ee) || ee.Reason != "TokenUsed" {
+		t.Fatalf("second use: %v", err)
+	}
+	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t2", SecretHash: "x", Name: "w2", Role: "agent", Expires: l.clock.Add(time.Second)}})
+	l.clock = l.clock.Add(time.Minute)
+	if err := l.apply(CmdEnroll, Enroll{TokenID: "t2", SecretHash: "x", Name: "w2", Role: "agent"}); !errors.As(err, &ee) || ee.Reason != "TokenExpired" {
+		t.Fatalf("expired: %v", err)
+	}
+	if h, ok := l.view().Host("w1"); !ok || !h.Enrolled {
+		t.Fatal("enrolment not recorded")
+	}
+	var refusals int
+	for _, e := range l.view().Events(0) {
+		if e.Type == EventWarning && strings.Contains(e.Message, "refused") {
+			refusals++
+		}
+	}
+	if refusals != 6 {
+		t.Fatalf("want an event per refusal (6), got %d", refusals)
+	}
+}
+
+func TestStepLifecycleAndConditions(t *testing.T) {
+	l := newLog(t)
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0")})
+	enrolled(l, "c0")
+	id := "c0/host.network"
+	st, _ := l.view().Step(id)
+	if st.State != plan.Ready {
+		t.Fatalf("state %s", st.State)
+	}
+	// Another host's agent cannot report for this step.
+	if err := l.apply(CmdStepStart, StepStart{ID: id, Host: "w9", InputsHash: st.InputsHash}); err == nil {
+		t.Fatal("cross-host start accepted")
+	}
+	l.must(CmdStepStart, StepStart{ID: id, Host: "c0", InputsHash: st.InputsHash})
+	l.must(CmdStepResult, StepResult{ID: id, Host: "c0", InputsHash: st.InputsHash, Result: driver.Result{Error: "boom", Retryable: true}})
+	host, _ := l.view().Host("c0")
+	ready := plan.Find(host.Host.Status.Conditions, api.ConditionReady)
+	if ready.Status != api.ConditionFalse || !strings.Contains(ready.Message, "host c0 step host.network: failed") {
+		t.Fatalf("Ready after failure: %+v", ready)
+	}
+	l.must(CmdStepResult, StepResult{ID: id, Host: "c0", InputsHash: st.InputsHash, Result: driver.Result{Changes: []string{"mtu"}}})
+	site, _ := l.view().Site()
+	if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r.Status != api.ConditionTrue {
+		t.Fatalf("site Ready: %+v", r)
+	}
+	// A stale result (old inputs) is refused.
+	if err := l.apply(CmdStepResult, StepResult{ID: id, Host: "c0", InputsHash: "old", Result: driver.Result{}}); err == nil {
+		t.Fatal("stale result accepted")
+	}
+	// Drift under the repair policy re-runs the step.
+	l.must(CmdStepDrift, StepDrift{ID: id, Host: "c0", InputsHash: st.InputsHash, Changes: []string{"mtu 1500 -> 1400"}})
+	st, _ = l.view().Step(id)
+	host, _ = l.view().Host("c0")
+	if st.State != plan.Ready || plan.Find(host.Host.Status.Conditions, api.ConditionDrifted).Status != api.ConditionTrue {
+		t.Fatalf("drift: %s", st.State)
+	}
+	// Unreachable hosts are not Ready and say why.
+	l.must(CmdSetReachable, SetReachable{Host: "c0", Status: api.ConditionFalse, Reason: "GossipDead", Message: "membership declared the agent dead"})
+	host, _ = l.view().Host("c0")
+	if r := plan.Find(host.Host.Status.Conditions, api.ConditionReady); r.Reason != "Unreachable" {
+		t.Fatalf("unreachable: %+v", r)
+	}
+}
+
+func TestUnknownAndNewerCommandsAreRefused(t *testing.T) {
+	s := New(nil)
+	if err, _ := s.ApplyCommand(1, []byte(`{"type":"Teleport","v":1,"body":{}}`)).(error); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Fatalf("unknown: %v", err)
+	}
+	if err, _ := s.ApplyCommand(2, []byte(`{"type":"Noop","v":99,"body":{}}`)).(error); err == nil || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("newer: %v", err)
+	}
+	if err, _ := s.ApplyCommand(3, []byte(`not json`)).(error); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}
+
+// Determinism: the same log applied to two stores, and a snapshot restored into a
+// third, give byte-identical state — every table is in the snapshot.
+func TestDeterminismAndSnapshotRoundTrip(t *testing.T) {
+	l := newLog(t)
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2")})
+	enrolled(l, "c0")
+	enrolled(l, "w1")
+	l.must(CmdReportFacts, ReportFacts{Host: "w1", Facts: []byte(`{"cpus":2}`), Hash: "f1"})
+	l.must(CmdPutSecret, PutSecret{Secret: SecretRecord{Name: "gossip-key", Ciphertext: []byte{1, 2, 3}}})
+	l.must(CmdAddCoordinator, AddCoordinator{Coordinator: Coordinator{Name: "c0", RaftAddr: "a", APIAddr: "b"}})
+	st, _ := l.view().Step("w1/host.network")
+	l.must(CmdStepStart, StepStart{ID: st.ID, Host: "w1", InputsHash: st.InputsHash})
+	l.must(CmdRenewIdentity, RenewIdentity{Name: "w1", Role: "agent", OldSerial: "s-w1", Serial: "s-w1b", NotAfter: l.clock.Add(48 * time.Hour)})
+	_ = l.apply(CmdEnroll, Enroll{TokenID: "zzz"})
+
+	replay := New(nil)
+	for i, c := range l.cmds {
+		replay.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c})
+	}
+	a, _ := l.s.Export()
+	b, _ := replay.Export()
+	if !bytes.Equal(a, b) {
+		t.Fatalf("replay diverged:\n%s\n%s", a, b)
+	}
+	snap, err := l.s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := New(nil)
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := restored.Export()
+	if !bytes.Equal(a, c) {
+		t.Fatalf("restore differs:\n%s\n%s", a, c)
+	}
+	for _, table := range []string{`"hosts"`, `"tokens"`, `"identities"`, `"steps"`, `"secrets"`, `"events"`, `"coordinators"`, `"site"`} {
+		if !strings.Contains(string(c), table) {
+			t.Errorf("snapshot lacks table %s", table)
+		}
+	}
+}
+
+func TestEventsAreBounded(t *testing.T) {
+	l := newLog(t)
+	for i := range MaxEvents + 50 {
+		l.must(CmdRecordEvent, RecordEvent{Event: Event{Type: EventNormal, Object: "x", Reason: "R", Message: string(rune('a' + i%26))}})
+	}
+	evs := l.view().Events(0)
+	if len(evs) != MaxEvents || evs[0].ID != 51 {
+		t.Fatalf("%d events, first id %d", len(evs), evs[0].ID)
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { return nil }
+func (m *memSink) Close() error  { return nil }
