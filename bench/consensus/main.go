@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -101,10 +102,11 @@ func printSetup(o options) {
           CommitTimeout 50ms (raft default), pre-vote on (raft 1.7 default);
           raft-boltdb log store (fsync per batch); mTLS (TLS 1.3, ECDSA P-256) for Raft and
           the HTTPS JSON API.
-  etcd:   %s, 3 voting members, --heartbeat-interval 50ms (= raft's HeartbeatTimeout/10,
-          the rate a hashicorp/raft leader heartbeats at) --election-timeout 500ms
-          --pre-vote=true, WAL fsync on (default); mTLS (ECDSA P-256 certs made by this
-          program) for peers and clients; Go client go.etcd.io/etcd/client/v3 (gRPC).
+  etcd:   %s, 3 voting members, flags %s
+          (heartbeat 50ms = raft's HeartbeatTimeout/10, the rate a hashicorp/raft leader
+          heartbeats at; election timeout 500ms as Plinth's; pre-vote as raft 1.7),
+          WAL fsync on (default); mTLS (ECDSA P-256 certs made by this program) for
+          peers and clients; Go client go.etcd.io/etcd/client/v3 v3.5 (gRPC).
   writers: %d concurrent for %s after %s warm-up, each request waits for its answer;
           etcd values %d bytes. Steady-state writes go to the leader's API directly for
           both systems (no follower forwarding). Failover probes use every member.
@@ -113,5 +115,5 @@ func printSetup(o options) {
           figure is kill -> first acknowledgement. The killed member is then restarted
           and the next run waits until all members agree on the leader and index.
   percentiles: nearest-rank.
-`, etcdVersion(o.etcd), o.writers, o.duration, o.warmup, o.value, o.runs)
+`, etcdVersion(o.etcd), strings.Join(etcdTiming, " "), o.writers, o.duration, o.warmup, o.value, o.runs)
 }

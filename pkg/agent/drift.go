@@ -68,15 +68,22 @@ func (a *agent) driftInterval() time.Duration {
 	return time.Duration(sec) * time.Second
 }
 
-// driftLoop re-observes finished steps every drift interval and reports drift.
+// driftLoop re-observes finished steps every drift interval and reports drift. The
+// interval is re-read every second, so a policy applied after start-up takes effect
+// without waiting out the old interval.
 func (a *agent) driftLoop(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-a.ready:
 	}
-	for sleep(ctx, a.driftInterval()) {
+	last := time.Now()
+	for sleep(ctx, time.Second) {
+		if time.Since(last) < a.driftInterval() {
+			continue
+		}
 		a.checkDrift(ctx)
+		last = time.Now()
 	}
 	return nil
 }

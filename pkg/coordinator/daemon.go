@@ -426,17 +426,33 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 	d.pool = pool
 	d.mu.Unlock()
 	defer pool.Close()
-	tick := time.NewTicker(10 * time.Second)
+	every := 10 * time.Second
+	if profile == "fast" {
+		every = 2 * time.Second
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if len(pool.Members()) < 2 {
-				if seeds := d.gossipSeeds(); len(seeds) > 0 {
-					_, _ = pool.Join(seeds)
+			// Coordinators that joined after this one started are not among the
+			// pool's seeds: join any that gossip does not show alive.
+			alive := map[string]bool{}
+			for _, m := range pool.Members() {
+				if m.State == membership.StateAlive {
+					alive[m.Addr] = true
 				}
+			}
+			var lost []string
+			for _, s := range d.gossipSeeds() {
+				if !alive[s] {
+					lost = append(lost, s)
+				}
+			}
+			if len(lost) > 0 {
+				_, _ = pool.Join(lost)
 			}
 		}
 	}

@@ -146,9 +146,23 @@ func (l *Lab) Exec(ctx context.Context, h *Host, name string, args ...string) (s
 // Partition drops all traffic in and out of h's management link (nftables inside
 // its namespace) until Heal.
 func (l *Lab) Partition(ctx context.Context, h *Host) error {
-	script := "table inet plinthlab { chain in { type filter hook input priority 0; iifname \"eth0\" drop; } chain out { type filter hook output priority 0; oifname \"eth0\" drop; } }"
-	_, err := run(ctx, "ip", "netns", "exec", h.NS, "nft", script)
-	return err
+	script := `table inet plinthlab {
+	chain in {
+		type filter hook input priority 0;
+		iifname "eth0" drop
+	}
+	chain out {
+		type filter hook output priority 0;
+		oifname "eth0" drop
+	}
+}
+`
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.NS, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("lab: partition %s: %w: %s", h.Name, err, out)
+	}
+	return nil
 }
 
 // Heal removes a Partition.

@@ -161,8 +161,9 @@ func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout tim
 		idx = next
 		var hosts []state.HostRecord
 		var site *state.SiteRecord
-		_, herr := cl.Do(ctx, "GET", "/v1/hosts", nil, &hosts)
-		_, serr := cl.Do(ctx, "GET", "/v1/site", nil, &site)
+		// Consistent reads: a lagging follower must not report a stale Ready.
+		_, herr := cl.Do(ctx, "GET", "/v1/hosts?consistent", nil, &hosts)
+		_, serr := cl.Do(ctx, "GET", "/v1/site?consistent", nil, &site)
 		if herr != nil || serr != nil {
 			continue
 		}

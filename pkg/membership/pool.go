@@ -48,6 +48,7 @@ type Pool struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	rejoinEvery  time.Duration // how often lost seeds are joined again
 	cancelJoin   context.CancelFunc
 	wg           sync.WaitGroup // background join
 	joinFailures atomic.Int64   // failed background join rounds, for tests
@@ -124,6 +125,10 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		if s != "" && s != p.local { // joining ourselves proves nothing
 			seeds = append(seeds, s)
 		}
+	}
+	p.rejoinEvery = 15 * time.Second
+	if cfg.Profile == ProfileFast {
+		p.rejoinEvery = 2 * time.Second
 	}
 	joinCtx, cancel := context.WithCancel(ctx)
 	p.cancelJoin = cancel
@@ -257,6 +262,7 @@ func (p *Pool) joinLoop(ctx context.Context, seeds []string) {
 		n, err := p.joinEach(ctx, seeds)
 		if n > 0 {
 			p.log.Info("joined pool", "seeds_reached", n, "attempt", attempt)
+			p.keepSeeds(ctx, seeds)
 			return
 		}
 		if ctx.Err() != nil {
@@ -276,6 +282,41 @@ func (p *Pool) joinLoop(ctx context.Context, seeds []string) {
 		case <-t.C:
 		}
 		backoff = min(backoff*2, joinBackoffMax)
+	}
+}
+
+// keepSeeds re-joins seeds that are no longer alive members, until ctx ends. After a
+// partition heals, both sides have declared each other dead and memberlist stops
+// probing dead members, so without this the pool would stay split.
+func (p *Pool) keepSeeds(ctx context.Context, seeds []string) {
+	for {
+		t := time.NewTimer(p.rejoinEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		alive := map[string]bool{}
+		for _, m := range p.Members() {
+			if m.State == StateAlive {
+				alive[m.Addr] = true
+			}
+		}
+		var missing []string
+		for _, s := range seeds {
+			if !alive[s] {
+				missing = append(missing, s)
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if n, err := p.joinEach(ctx, missing); n > 0 {
+			p.log.Info("re-joined seeds that had been lost", "seeds_reached", n)
+		} else {
+			p.log.Debug("seeds still unreachable", "seeds", missing, "err", err)
+		}
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -58,6 +60,7 @@ type Server struct {
 	fwd    *http.Client
 	mux    *http.ServeMux
 	joinMx *http.ServeMux
+	synced atomic.Bool
 }
 
 // New builds a Server.
@@ -158,6 +161,10 @@ func (s *Server) handle(pattern string, roles []string, h func(w http.ResponseWr
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+		if r.Method == http.MethodGet && !s.caughtUp() && !strings.HasPrefix(pattern, "GET /v1/status") && !strings.HasPrefix(pattern, "GET /metrics") && !strings.HasPrefix(pattern, "GET /readyz") && !strings.HasPrefix(pattern, "GET /v1/members") {
+			s.writeErr(w, r, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("coordinator %s is still catching up with the leader; ask another coordinator", s.cfg.Name)})
+			return
+		}
 		err = h(w, r)
 		if err != nil {
 			s.writeErr(w, r, err)
@@ -210,6 +217,21 @@ func (s *Server) routes() {
 
 	s.handle("POST /v1/internal/apply", coordinators, s.internalApply)
 	s.handle("POST /v1/internal/raft-join", coordinators, s.raftJoin)
+}
+
+// caughtUp reports whether this coordinator has applied everything it knows to be
+// committed since it started, so its local reads are not from before a restart.
+// Once true it stays true: later lag is what ?consistent is for.
+func (s *Server) caughtUp() bool {
+	if s.synced.Load() {
+		return true
+	}
+	leader, _ := s.cfg.Raft.Leader()
+	ci := s.cfg.Raft.CommitIndex()
+	if leader != "" && ci > 0 && s.cfg.Raft.AppliedIndex() >= ci {
+		s.synced.Store(true)
+	}
+	return s.synced.Load()
 }
 
 // httpError is an error with the status it maps to.

@@ -84,6 +84,10 @@ func newLab(t *testing.T) *lab.Lab {
 		l.Down(context.Background())
 		if t.Failed() {
 			dumpLogs(t, filepath.Join(dir, "logs"))
+			if os.Getenv("PLINTH_E2E_KEEP") != "" {
+				t.Logf("kept %s", dir)
+				return
+			}
 		}
 		os.RemoveAll(dir)
 	})

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// labManifest renders the lab site for subnet 10.N.0.0/24 (management) and
+// 10.N+1.0.0/24 (data); addr overrides a host's data address octet.
+func labManifest(n int, mtu int, addr map[string]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: plinth.dev/v1alpha1
+kind: Site
+metadata:
+  name: lab
+spec:
+  controllers: [controller-0, controller-1]
+  witness: witness
+  policy: {drift: repair, driftCheckSeconds: 2, retryBaseSeconds: 1, retryMaxSeconds: 5}
+  networks:
+  - {name: mgmt, role: mgmt, cidr: 10.%d.0.0/24}
+  - {name: data, role: data, cidr: 10.%d.0.0/24, mtu: %d}
+`, n, n+1, mtu)
+	for _, h := range lab.DefaultSpec("").Hosts {
+		octet := h.Octet
+		if o, ok := addr[h.Name]; ok {
+			octet = o
+		}
+		fmt.Fprintf(&b, `---
+apiVersion: plinth.dev/v1alpha1
+kind: Host
+metadata: {name: %s}
+spec:
+  roles: [%s]
+  managementAddress: 10.%d.0.%d
+  interfaces:
+  - {name: data0, networks: [data], addresses: [10.%d.0.%d/24]}
+  routes:
+  - {to: 10.%d.0.0/24, via: 10.%d.0.254}
+`, h.Name, map[bool]string{true: "worker", false: "controller"}[h.Role == "worker"], n, h.Octet, n+1, octet, n+2, n+1)
+	}
+	return b.String()
+}
+
+type labEnv struct {
+	t   *testing.T
+	ctx context.Context
+	l   *lab.Lab
+	n   int
+	cl  *client.Client
+	dir string
+}
+
+func (e *labEnv) apply(yaml string) {
+	e.t.Helper()
+	f := filepath.Join(e.dir, fmt.Sprintf("site-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if out, err := e.l.CLI(e.ctx, "apply", "-f", f); err != nil {
+		e.t.Fatalf("apply: %v %s", err, out)
+	}
+}
+
+func (e *labEnv) steps() map[string]plan.Record {
+	e.t.Helper()
+	var steps []plan.Record
+	if _, err := e.cl.Do(e.ctx, "GET", "/v1/steps", nil, &steps); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]plan.Record{}
+	for _, s := range steps {
+		out[s.Host] = s
+	}
+	return out
+}
+
+func (e *labEnv) host(name string) state.HostRecord {
+	e.t.Helper()
+	var h state.HostRecord
+	var d struct {
+		Host state.HostRecord `json:"host"`
+	}
+	if _, err := e.cl.Do(e.ctx, "GET", "/v1/hosts/"+name, nil, &d); err != nil {
+		e.t.Fatal(err)
+	}
+	h = d.Host
+	return h
+}
+
+func cond(h state.HostRecord, typ string) api.Condition {
+	if c := plan.Find(h.Host.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return api.Condition{}
+}
+
+// link reads data0 inside a host's namespace with `ip -j`.
+func (e *labEnv) link(host string) (mtu int, addrs []string) {
+	e.t.Helper()
+	out, err := exec.CommandContext(e.ctx, "ip", "-n", e.l.Host(host).NS, "-j", "addr", "show", "data0").Output()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ls []struct {
+		MTU      int `json:"mtu"`
+		AddrInfo []struct {
+			Local     string `json:"local"`
+			Prefixlen int    `json:"prefixlen"`
+			Family    string `json:"family"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal(out, &ls); err != nil || len(ls) != 1 {
+		e.t.Fatalf("ip -j addr: %v %s", err, out)
+	}
+	for _, a := range ls[0].AddrInfo {
+		if a.Family == "inet" {
+			addrs = append(addrs, fmt.Sprintf("%s/%d", a.Local, a.Prefixlen))
+		}
+	}
+	return ls[0].MTU, addrs
+}
+
+func (e *labEnv) waitReady(timeout time.Duration) {
+	e.t.Helper()
+	if err := e.l.WaitSiteReady(e.ctx, nil, timeout); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func startLab(t *testing.T) *labEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the lab needs root: it creates network namespaces, veth pairs and a bridge")
+	}
+	for _, tool := range []string{"ip", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the lab needs %s (make deps installs it)", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	l := newLab(t)
+	n := 100 + 3*rand.IntN(40)
+	spec := lab.DefaultSpec("")
+	spec.Subnet = fmt.Sprintf("10.%d.0.0/24", n)
+	e := &labEnv{t: t, ctx: ctx, l: l, n: n, dir: t.TempDir()}
+	start := time.Now()
+	if err := l.Up(ctx, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cl = cl
+	e.apply(labManifest(n, 9000, nil))
+	e.waitReady(90 * time.Second)
+	t.Logf("lab of 3 coordinators and 4 agent hosts Ready %s after start", time.Since(start).Round(100*time.Millisecond))
+	return e
+}
+
+func TestLab(t *testing.T) {
+	e := startLab(t)
+
+	t.Run("host.network converged for real", func(t *testing.T) {
+		for _, h := range e.l.Hosts() {
+			mtu, addrs := e.link(h.Name)
+			want := fmt.Sprintf("10.%d.0.%d/24", e.n+1, lab.DefaultSpec("").Hosts[indexOf(h.Name)].Octet)
+			if mtu != 9000 || strings.Join(addrs, ",") != want {
+				t.Errorf("%s data0: mtu %d addrs %v, want 9000 %s", h.Name, mtu, addrs, want)
+			}
+		}
+		var evs []state.Event
+		if _, err := e.cl.Do(e.ctx, "GET", "/v1/events", nil, &evs); err != nil {
+			t.Fatal(err)
+		}
+		var ok, siteReady int
+		for _, ev := range evs {
+			if ev.Reason == "StepSucceeded" {
+				ok++
+			}
+			if ev.Object == "site/lab" && ev.Reason == "ReadyTrue" {
+				siteReady++
+			}
+		}
+		if ok < 4 || siteReady == 0 {
+			t.Errorf("events: %d StepSucceeded, %d site ReadyTrue", ok, siteReady)
+		}
+	})
+
+	t.Run("changing one address re-runs only that host's step", func(t *testing.T) {
+		before := e.steps()
+		e.apply(labManifest(e.n, 9000, map[string]int{"compute-0": 31}))
+		e.waitReady(60 * time.Second)
+		after := e.steps()
+		for host, b := range before {
+			a := after[host]
+			changed := a.InputsHash != b.InputsHash || !a.FinishedAt.Equal(b.FinishedAt)
+			if changed != (host == "compute-0") {
+				t.Errorf("%s: re-ran=%v", host, changed)
+			}
+		}
+		if _, addrs := e.link("compute-0"); strings.Join(addrs, ",") != fmt.Sprintf("10.%d.0.31/24", e.n+1) {
+			t.Errorf("compute-0 addresses %v: the old owned address should be gone", addrs)
+		}
+	})
+
+	t.Run("drift is detected and repaired", func(t *testing.T) {
+		if _, err := e.l.Exec(e.ctx, e.l.Host("controller-1"), "ip", "link", "set", "data0", "mtu", "1400"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "drift repaired", func() error {
+			if mtu, _ := e.link("controller-1"); mtu != 9000 {
+				return fmt.Errorf("mtu %d", mtu)
+			}
+			var evs []state.Event
+			if _, err := e.cl.Do(e.ctx, "GET", "/v1/events", nil, &evs); err != nil {
+				return err
+			}
+			for _, ev := range evs {
+				if ev.Reason == "Drifted" && strings.Contains(ev.Object, "controller-1") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no Drifted event")
+		})
+		e.waitReady(30 * time.Second)
+	})
+
+	t.Run("killed agent is unreachable, resumes and applies once", func(t *testing.T) {
+		h := e.l.Host("compute-0")
+		h.Agent.Kill()
+		killed := time.Now()
+		eventually(t, 20*time.Second, "compute-0 Reachable=False", func() error {
+			if c := cond(e.host("compute-0"), api.ConditionReachable); c.Status != api.ConditionFalse {
+				return fmt.Errorf("Reachable=%s", c.Status)
+			}
+			return nil
+		})
+		t.Logf("dead agent detected in %s", time.Since(killed).Round(100*time.Millisecond))
+		if r := cond(e.host("compute-0"), api.ConditionReady); r.Status != api.ConditionFalse || !strings.Contains(r.Message, "unreachable") {
+			t.Errorf("Ready should explain the host is unreachable: %+v", r)
+		}
+		// New intent while the agent is down; it must be applied after restart.
+		e.apply(labManifest(e.n, 9000, map[string]int{"compute-0": 41}))
+		if err := e.l.StartAgent(h); err != nil {
+			t.Fatal(err)
+		}
+		e.waitReady(60 * time.Second)
+		if _, addrs := e.link("compute-0"); strings.Join(addrs, ",") != fmt.Sprintf("10.%d.0.41/24", e.n+1) {
+			t.Errorf("after restart compute-0 has %v", addrs)
+		}
+	})
+
+	t.Run("killing the leader while steps run", func(t *testing.T) {
+		leader, err := e.l.Leader(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.apply(labManifest(e.n, 8000, map[string]int{"compute-0": 41}))
+		c := e.l.Coordinator(leader)
+		c.Proc.Kill()
+		t.Logf("killed leader %s right after apply", leader)
+		e.waitReady(90 * time.Second)
+		for _, h := range e.l.Hosts() {
+			if mtu, _ := e.link(h.Name); mtu != 8000 && h.Name != "witness" {
+				t.Errorf("%s mtu %d, want 8000", h.Name, mtu)
+			}
+		}
+		if err := e.l.StartCoordinator(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.l.WaitReady(e.ctx, c, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("partitioned host is unreachable until healed", func(t *testing.T) {
+		h := e.l.Host("controller-1")
+		if err := e.l.Partition(e.ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		cut := time.Now()
+		eventually(t, 30*time.Second, "controller-1 unreachable", func() error {
+			if c := cond(e.host("controller-1"), api.ConditionReachable); c.Status != api.ConditionFalse {
+				return fmt.Errorf("Reachable=%s", c.Status)
+			}
+			return nil
+		})
+		t.Logf("partition detected in %s", time.Since(cut).Round(100*time.Millisecond))
+		if err := e.l.Heal(e.ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		e.waitReady(60 * time.Second)
+	})
+}
+
+func indexOf(name string) int {
+	for i, h := range lab.DefaultSpec("").Hosts {
+		if h.Name == name {
+			return i
+		}
+	}
+	return -1
+}
