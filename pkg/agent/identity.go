@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/plinth-dev/plinth/pkg/pki"
 )
@@ -61,6 +62,21 @@ func LoadBundle(stateDir string) (pki.Bundle, error) {
 		return pki.Bundle{}, fmt.Errorf("agent: %w (re-enrol with `plinth-agent join --force`)", err)
 	}
 	return b, nil
+}
+
+// readBundle reads the live bundle without finishing a renewal: for read-only
+// callers like `status`, which may run while the agent itself is renewing. A bundle
+// caught half-replaced (new cert, old key) is read again once.
+func readBundle(stateDir string) (pki.Bundle, error) {
+	var err error
+	for range 2 {
+		var b pki.Bundle
+		if b, err = pki.LoadBundle(pkiPath(stateDir), bundleName); err == nil {
+			return b, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return pki.Bundle{}, fmt.Errorf("agent: %w (re-enrol with `plinth-agent join --force`)", err)
 }
 
 // saveBundle replaces the bundle so that a crash at any point leaves a valid one:

@@ -35,7 +35,7 @@ func GetStatus(ctx context.Context, stateDir string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	b, err := LoadBundle(stateDir)
+	b, err := readBundle(stateDir)
 	if err != nil {
 		return Status{}, err
 	}
