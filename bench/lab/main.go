@@ -117,12 +117,12 @@ func run(ctx context.Context, o options) (err error) {
 		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		b.l.Down(dctx)
-		if o.keep || err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil && o.keep {
-			fmt.Println("scratch directory (kept):", dir)
-			return
-		}
 		if err != nil && ctx.Err() == nil {
 			printLogTails(b.l.Dir)
+		}
+		if o.keep {
+			fmt.Println("scratch directory (kept):", dir)
+			return
 		}
 		os.RemoveAll(dir)
 	}()

@@ -2,16 +2,12 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
-	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/host"
 )
 
 func newRun(g *globals) *cobra.Command {
@@ -85,13 +81,4 @@ steps and feeds the watchdog.`,
 	f.DurationVar(&factsInterval, "facts-interval", agent.DefaultFactsInterval, "how often host facts are gathered (posted only when they change)")
 	_ = cmd.RegisterFlagCompletionFunc("gossip-profile", fixedCompletion("lan", "fast"))
 	return cmd
-}
-
-// registry holds the drivers this agent can run; their state lives under
-// stateDir/drivers.
-func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
-	dir := filepath.Join(stateDir, "drivers")
-	return driver.NewRegistry(
-		host.NewNetworkDriver(dir, host.WithLogger(log)),
-	)
 }

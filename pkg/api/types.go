@@ -98,32 +98,6 @@ type Policy struct {
 	RetryMaxSeconds  int `json:"retryMaxSeconds,omitempty"`
 }
 
-// KubernetesSpec is filled in by the Kubernetes bootstrap work; only the basics here.
-type KubernetesSpec struct {
-	Version         string `json:"version,omitempty"`
-	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
-	PodSubnet       string `json:"podSubnet,omitempty"`
-	ServiceSubnet   string `json:"serviceSubnet,omitempty"`
-	ImageRepository string `json:"imageRepository,omitempty"`
-}
-
-// CephSpec is filled in by the Ceph driver work.
-type CephSpec struct {
-	Monitors []string   `json:"monitors,omitempty"`
-	Pools    []CephPool `json:"pools,omitempty"`
-}
-
-// CephPool is one RBD pool.
-type CephPool struct {
-	Name string `json:"name"`
-	Size int    `json:"size,omitempty"`
-}
-
-// OVSSpec is filled in by the OVS-DPDK driver work.
-type OVSSpec struct {
-	DPDK bool `json:"dpdk,omitempty"`
-}
-
 // ChartGroup is an ordered group of charts installed together after the platform is ready.
 type ChartGroup struct {
 	Name   string  `json:"name"`

@@ -121,6 +121,9 @@ func (v *validator) site(s *Site, hosts []Host) {
 	if spec.Ceph != nil {
 		v.ceph(spec.Ceph)
 	}
+	if spec.OVS != nil {
+		v.ovs(spec.OVS)
+	}
 	v.charts(spec.Charts)
 }
 
@@ -246,74 +249,6 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
-}
-
-func (v *validator) kubernetes(k *KubernetesSpec, nets []Network, prefixes []netip.Prefix) {
-	const path = "site.spec.kubernetes"
-	if k.Version != "" && !versionRE.MatchString(k.Version) {
-		v.add(path+".version", "%q is not a valid version; use the form v1.37.2", clip(k.Version))
-	}
-	// Check the effective subnets: an unset one still claims its default range, and a
-	// clash with a site network is just as fatal then.
-	subnet := func(field, s, def string) netip.Prefix {
-		note := ""
-		if s == "" {
-			s, note = def, " (the default; set "+field+" to a free range)"
-		}
-		pfx, ok := v.cidr(path+"."+field, s)
-		if !ok {
-			return netip.Prefix{}
-		}
-		for i, q := range prefixes {
-			if q.IsValid() && q.Overlaps(pfx) {
-				v.add(path+"."+field, "%s overlaps network %q (%s)%s", pfx, nets[i].Name, q, note)
-			}
-		}
-		return pfx
-	}
-	pod := subnet("podSubnet", k.PodSubnet, DefaultPodSubnet)
-	svc := subnet("serviceSubnet", k.ServiceSubnet, DefaultServiceSubnet)
-	if pod.IsValid() && svc.IsValid() && pod.Overlaps(svc) {
-		v.add(path+".serviceSubnet", "%s overlaps podSubnet (%s)", svc, pod)
-	}
-	if k.ControlPlaneVIP != "" {
-		vip, ok := v.ip(path+".controlPlaneVIP", k.ControlPlaneVIP)
-		if !ok {
-			return
-		}
-		var candidates []string
-		for i, n := range nets {
-			if n.Role != NetworkMgmt && n.Role != NetworkClusterHost {
-				continue
-			}
-			if prefixes[i].Contains(vip) {
-				return
-			}
-			candidates = append(candidates, fmt.Sprintf("%s %s", n.Name, n.CIDR))
-		}
-		if len(candidates) == 0 {
-			v.add(path+".controlPlaneVIP", "%s must be inside a mgmt or cluster-host network, and the site declares none", vip)
-			return
-		}
-		v.add(path+".controlPlaneVIP", "%s is not inside any mgmt or cluster-host network (%s)", vip, strings.Join(candidates, ", "))
-	}
-}
-
-func (v *validator) ceph(c *CephSpec) {
-	seen := map[string]bool{}
-	for i, pool := range c.Pools {
-		p := index("site.spec.ceph.pools", key(pool.Name, i))
-		switch {
-		case pool.Name == "":
-			v.add(p+".name", "required: the pool name")
-		case seen[pool.Name]:
-			v.add(p+".name", "duplicate pool name %q; pool names must be unique", clip(pool.Name))
-		}
-		seen[pool.Name] = true
-		if pool.Size < 0 || pool.Size > 10 {
-			v.add(p+".size", "%d is out of range; valid sizes are 1..10 (0 for the default)", pool.Size)
-		}
-	}
 }
 
 func (v *validator) charts(groups []ChartGroup) {

@@ -20,16 +20,47 @@ func Render(site *api.Site, hosts []api.Host) ([]Step, error) {
 			nets[n.Name] = n
 		}
 	}
+	in := renderInput{site: site, hosts: hs, nets: nets}
 	var steps []Step
-	for _, h := range hs {
-		s, err := NewStep(h.Metadata.Name, host.KindNetwork, "", NetworkInputs(h, nets))
+	for _, r := range renderers {
+		s, err := r(in)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, s...)
+	}
+	if err := CheckDAG(steps); err != nil {
+		return nil, err
+	}
+	return steps, nil
+}
+
+// renderInput is what every area's renderer sees: the site (may be nil), the
+// declared hosts sorted by name, and the site's networks by name.
+type renderInput struct {
+	site  *api.Site
+	hosts []api.Host
+	nets  map[string]api.Network
+}
+
+// renderers produce each area's steps, in order; each lives in its own file
+// (render_<area>.go) so the areas can grow independently.
+var renderers = []func(renderInput) ([]Step, error){
+	renderNetwork,
+	renderKubernetes,
+	renderOVS,
+	renderCeph,
+}
+
+// renderNetwork renders one host.network step per host.
+func renderNetwork(in renderInput) ([]Step, error) {
+	var steps []Step
+	for _, h := range in.hosts {
+		s, err := NewStep(h.Metadata.Name, host.KindNetwork, "", NetworkInputs(h, in.nets))
 		if err != nil {
 			return nil, fmt.Errorf("plan: host %s: render %s: %w", h.Metadata.Name, host.KindNetwork, err)
 		}
 		steps = append(steps, s)
-	}
-	if err := CheckDAG(steps); err != nil {
-		return nil, err
 	}
 	return steps, nil
 }
