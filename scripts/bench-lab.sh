@@ -40,7 +40,20 @@ trap 'exit 130' INT TERM
 echo "bench-lab: building plinth-coordinator, plinth-agent and the benchmark"
 $GO build -o "$work/bin/plinth-coordinator" ./cmd/coordinator
 $GO build -o "$work/bin/plinth-agent" ./cmd/agent
-(cd bench && $GO build -o "$work/bin/bench-lab" ./lab)
+if ! (cd bench && $GO build -o "$work/bin/bench-lab" ./lab 2>"$work/build.err"); then
+  # bench/go.mod lags the root go.mod (a dependency bump there): build against a
+  # scratch copy that go may update, leaving bench/go.mod and go.sum untouched.
+  if grep -qE 'go mod tidy|updates to go.mod needed|missing go.sum entry' "$work/build.err"; then
+    echo "bench-lab: bench/go.mod is out of date with ../go.mod; building with a scratch copy (run 'cd bench && go mod tidy' to fix)" >&2
+    mkdir -p "$work/mod"
+    cp bench/go.mod "$work/mod/go.mod"
+    cp bench/go.sum "$work/mod/go.sum"
+    (cd bench && $GO build -modfile="$work/mod/go.mod" -mod=mod -o "$work/bin/bench-lab" ./lab)
+  else
+    cat "$work/build.err" >&2
+    exit 1
+  fi
+fi
 
 # Run in the background and wait, so the traps fire on Ctrl-C while it runs.
 "$work/bin/bench-lab" -bin "$work/bin" -dir "$work" "$@" &

@@ -219,6 +219,8 @@ type applyResult struct {
 	recorded time.Duration // apply start -> the site's Ready lastTransitionTime
 	reran    []string      // hosts whose steps ran again (change runs)
 	steps    int           // steps that ran
+	failures int           // StepFailed events between the apply and Ready
+	firstErr string        // the first of them
 }
 
 func (b *bench) progress() io.Writer {
@@ -236,6 +238,10 @@ func (b *bench) timedApply(ctx context.Context, label, yaml string) (applyResult
 		return r, err
 	}
 	before, err := b.steps(ctx)
+	if err != nil {
+		return r, err
+	}
+	lastEvent, err := b.lastEventID(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -270,7 +276,41 @@ func (b *bench) timedApply(ctx context.Context, label, yaml string) (applyResult
 		r.reran = append(r.reran, h)
 	}
 	sort.Strings(r.reran)
+	// Failed attempts (retried after the policy's retryBaseSeconds) are part of the
+	// time to Ready: count them so the figure can be read.
+	var evs []state.Event
+	if _, err := b.cl.Do(ctx, "GET", fmt.Sprintf("/v1/events?consistent&after=%d", lastEvent), nil, &evs); err != nil {
+		return r, err
+	}
+	for _, e := range evs {
+		if e.Reason == "StepFailed" || e.Reason == "StepBlocked" {
+			if r.failures == 0 {
+				r.firstErr = e.Message
+			}
+			r.failures++
+		}
+	}
 	return r, nil
+}
+
+func (b *bench) lastEventID(ctx context.Context) (uint64, error) {
+	var evs []state.Event
+	if _, err := b.cl.Do(ctx, "GET", "/v1/events?consistent", nil, &evs); err != nil {
+		return 0, err
+	}
+	var id uint64
+	for _, e := range evs {
+		id = max(id, e.ID)
+	}
+	return id, nil
+}
+
+// attempts describes failed attempts for the progress lines.
+func (r applyResult) attempts() string {
+	if r.failures == 0 {
+		return "no failed attempts"
+	}
+	return fmt.Sprintf("%d failed attempt(s) first: %s", r.failures, r.firstErr)
 }
 
 func (b *bench) steps(ctx context.Context) (map[string]plan.Record, error) {
@@ -290,8 +330,8 @@ func (b *bench) firstApply(ctx context.Context) (applyResult, error) {
 	if err != nil {
 		return r, err
 	}
-	say("first apply: Ready after %s (CLI %s; site Ready recorded at +%s); %d steps ran on %s",
-		ms(r.observed), ms(r.cli), ms(r.recorded), r.steps, strings.Join(r.reran, ","))
+	say("first apply: Ready after %s (CLI %s; site Ready recorded at +%s); %d steps ran on %s; %s",
+		ms(r.observed), ms(r.cli), ms(r.recorded), r.steps, strings.Join(r.reran, ","), r.attempts())
 	return r, nil
 }
 
@@ -314,8 +354,8 @@ func (b *bench) changeApply(ctx context.Context, i int) (applyResult, error) {
 		return r, err
 	}
 	b.octet = next
-	say("%s: Ready after %s (CLI %s; site Ready recorded at +%s); re-ran %d step(s) on [%s]",
-		label, ms(r.observed), ms(r.cli), ms(r.recorded), r.steps, strings.Join(r.reran, ","))
+	say("%s: Ready after %s (CLI %s; site Ready recorded at +%s); re-ran %d step(s) on [%s]; %s",
+		label, ms(r.observed), ms(r.cli), ms(r.recorded), r.steps, strings.Join(r.reran, ","), r.attempts())
 	return r, nil
 }
 

@@ -106,6 +106,11 @@ func printResults(o options, b *bench, r *results) {
 	fmt.Fprintf(tw, "1-address change -> Site Ready, max (observed)\t%s\t\t\n", msf(pct(co, 1)))
 	fmt.Fprintf(tw, "1-address change -> Site Ready, median (recorded)\t%s\t\t\n", msf(pct(cr, 0.5)))
 	fmt.Fprintf(tw, "1-address change: CLI apply (commit), median\t%s\t\t\n", msf(pct(cc, 0.5)))
+	failed := 0
+	for _, c := range append([]applyResult{r.first}, r.changes...) {
+		failed += c.failures
+	}
+	fmt.Fprintf(tw, "failed step attempts during applies (first + changes)\t%d\t%s\t\n", failed, attemptsInOrder(r))
 
 	if r.idle != nil {
 		var rssEnd, rssMax int64
@@ -181,8 +186,11 @@ func printResults(o options, b *bench, r *results) {
 	}
 
 	fmt.Println("\nper run:")
-	for _, c := range r.changes {
-		fmt.Printf("  %s: observed %s, recorded %s, CLI %s; re-ran %d step(s) on [%s]\n", c.label, msf(c.observed), msf(c.recorded), msf(c.cli), c.steps, strings.Join(c.reran, ","))
+	for _, c := range append([]applyResult{r.first}, r.changes...) {
+		fmt.Printf("  %s: observed %s, recorded %s, CLI %s; re-ran %d step(s) on [%s]; failed attempts %d\n", c.label, msf(c.observed), msf(c.recorded), msf(c.cli), c.steps, strings.Join(c.reran, ","), c.failures)
+		if c.failures > 0 {
+			fmt.Printf("      first failure: %s\n", c.firstErr)
+		}
 	}
 	for i, k := range r.kills {
 		fmt.Printf("  kill %d: Reachable=False (%s) observed %s, recorded %s; restart -> Site Ready %s\n", i+1, k.reason, msf(k.observed), msf(k.recorded), msf(k.restart))
@@ -192,9 +200,19 @@ notes: "observed" is what a client polling with consistent reads sees (poll inte
 request time included); "recorded" comes from the condition's lastTransitionTime, set
 by the coordinator that proposed the change (same clock as this program). Detection
 uses the "fast" gossip profile; with the default "lan" profile (probe 1s, suspicion
-multiplier 4) expect it to be several times longer. "restart -> Site Ready" is only the
+multiplier 4) expect it to be several times longer. A failed step attempt is retried
+after the manifest's retryBaseSeconds (1s), so each one adds about a second to the apply
+figures; the per-run lines give the first failure message. "restart -> Site Ready" is only the
 wait between runs: lab.WaitSiteReady wakes on step changes or every 5s, so it is coarse.
 `)
+}
+
+func attemptsInOrder(r *results) string {
+	p := []string{fmt.Sprintf("first:%d", r.first.failures)}
+	for _, c := range r.changes {
+		p = append(p, fmt.Sprint(c.failures))
+	}
+	return strings.Join(p, " ")
 }
 
 func hostNames(b *bench) string {
