@@ -290,6 +290,9 @@ func (d *daemon) lead(ctx context.Context) {
 		if err := d.ensureGossipKey(ctx); err != nil {
 			d.log.Warn("leader: gossip key", "err", err)
 		}
+		if err := d.ensureGeneratedSecrets(ctx); err != nil {
+			d.log.Warn("leader: generated secrets", "err", err)
+		}
 		d.reconcileReachability(ctx, time.Now().After(grace))
 		select {
 		case <-ctx.Done():

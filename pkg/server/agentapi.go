@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -48,13 +51,80 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		}
 		for _, st := range v.Steps(host) {
 			idx = max(idx, st.ModifyIndex)
+			inputs, err := s.resolveSecrets(v, st.Inputs)
+			if err != nil {
+				// The step cannot run until its secret exists; the agent sees it as waiting.
+				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
+				continue
+			}
 			out.Steps = append(out.Steps, AgentStep{
-				ID: st.ID, Kind: st.Kind, Inputs: st.Inputs, InputsHash: st.InputsHash,
+				ID: st.ID, Kind: st.Kind, Inputs: inputs, InputsHash: st.InputsHash,
 				State: st.State, RetryAt: st.RetryAt, AppliedHash: st.AppliedHash, Attempts: st.Attempts,
 			})
 		}
 		return out, idx
 	})
+}
+
+// OutputSecret names the sealed secret holding output key of step id.
+func OutputSecret(stepID, key string) string { return "output/" + stepID + "/" + key }
+
+// SecretRef is the prefix of a string in step inputs that stands for a secret: the
+// planner renders "plinth-secret:NAME" and the agent receives the plaintext, resolved
+// here over mTLS and only for the host the step belongs to. Inputs hashes are taken
+// over the references, so secrets never enter the log in the clear.
+const SecretRef = "plinth-secret:"
+
+// resolveSecrets replaces secret references in inputs with their values.
+func (s *Server) resolveSecrets(v state.View, inputs json.RawMessage) (json.RawMessage, error) {
+	if !bytes.Contains(inputs, []byte(SecretRef)) {
+		return inputs, nil
+	}
+	var doc any
+	if err := json.Unmarshal(inputs, &doc); err != nil {
+		return nil, err
+	}
+	var walk func(x any) (any, error)
+	walk = func(x any) (any, error) {
+		switch t := x.(type) {
+		case string:
+			name, ok := strings.CutPrefix(t, SecretRef)
+			if !ok {
+				return t, nil
+			}
+			sec, found := v.Secret(name)
+			if !found {
+				return nil, fmt.Errorf("secret %q is not available yet", name)
+			}
+			plain, err := pki.Open(s.cfg.DataKey, sec.Ciphertext, []byte(name))
+			if err != nil {
+				return nil, fmt.Errorf("secret %q: %w", name, err)
+			}
+			return string(plain), nil
+		case map[string]any:
+			for k, e := range t {
+				r, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				t[k] = r
+			}
+		case []any:
+			for i, e := range t {
+				r, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				t[i] = r
+			}
+		}
+		return x, nil
+	}
+	out, err := walk(doc)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
 }
 
 // agentStep serves one step, only to the agent of the host it belongs to.
@@ -69,7 +139,13 @@ func (s *Server) agentStep(w http.ResponseWriter, r *http.Request) error {
 	if err := ownHost(r, rec.Host); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, AgentStep{ID: rec.ID, Kind: rec.Kind, Inputs: rec.Inputs, InputsHash: rec.InputsHash, State: rec.State, RetryAt: rec.RetryAt, AppliedHash: rec.AppliedHash})
+	var inputs json.RawMessage
+	var rerr error
+	s.cfg.Store.Read(func(v state.View) { inputs, rerr = s.resolveSecrets(v, rec.Inputs) })
+	if rerr != nil {
+		return &httpError{http.StatusConflict, "step " + rec.ID + ": " + rerr.Error()}
+	}
+	writeJSON(w, http.StatusOK, AgentStep{ID: rec.ID, Kind: rec.Kind, Inputs: inputs, InputsHash: rec.InputsHash, State: rec.State, RetryAt: rec.RetryAt, AppliedHash: rec.AppliedHash})
 	return nil
 }
 
@@ -130,7 +206,22 @@ func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
 	if rep.Result == nil {
 		return &httpError{http.StatusBadRequest, "result: required"}
 	}
-	if err := s.propose(r.Context(), state.CmdStepResult, state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, Result: *rep.Result}); err != nil {
+	cmd := state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, Result: *rep.Result}
+	if len(cmd.Result.Outputs) > 0 {
+		names := make(map[string]string, len(cmd.Result.Outputs))
+		for k, v := range cmd.Result.Outputs {
+			name := OutputSecret(rep.ID, k)
+			sealed, err := pki.Seal(s.cfg.DataKey, []byte(v), []byte(name))
+			if err != nil {
+				return err
+			}
+			cmd.Outputs = append(cmd.Outputs, state.SecretRecord{Name: name, Ciphertext: sealed})
+			names[k] = "sealed"
+		}
+		sort.Slice(cmd.Outputs, func(i, j int) bool { return cmd.Outputs[i].Name < cmd.Outputs[j].Name })
+		cmd.Result.Outputs = names
+	}
+	if err := s.propose(r.Context(), state.CmdStepResult, cmd); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, struct{}{})

@@ -313,6 +313,12 @@ func (a *applier) stepResult(b StepResult) error {
 	if err != nil {
 		return err
 	}
+	if r.State == plan.Succeeded {
+		for _, o := range b.Outputs {
+			o := o
+			a.t.Secrets[o.Name] = &o
+		}
+	}
 	if before == r.State && r.State == plan.Succeeded {
 		return nil
 	}

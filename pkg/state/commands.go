@@ -110,6 +110,9 @@ type StepResult struct {
 	Host       string        `json:"host"`
 	InputsHash string        `json:"inputsHash"`
 	Result     driver.Result `json:"result"`
+	// Outputs are the result's outputs sealed by the proposer; Result.Outputs then
+	// holds only their names (values "sealed"), so no plaintext reaches the log.
+	Outputs []SecretRecord `json:"outputs,omitempty"`
 }
 
 // StepDrift reports a periodic re-observation of a finished step.

@@ -1,0 +1,106 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// Secrets the leader generates on demand: a step input "plinth-secret:generated/<kind>/<id>"
+// makes the leader create that secret (random, sealed, then proposed) the first time it
+// sees the reference. The kinds say what shape the value takes.
+var generators = map[string]func() (string, error){
+	// hex32: 32 random bytes as 64 hex digits (e.g. kubeadm's certificate key).
+	"hex32": func() (string, error) { return randomHex(32) },
+	// bootstrap-token: kubeadm's "[a-z0-9]{6}.[a-z0-9]{16}".
+	"bootstrap-token": func() (string, error) {
+		id, err := randomAlnum(6)
+		if err != nil {
+			return "", err
+		}
+		sec, err := randomAlnum(16)
+		return id + "." + sec, err
+	},
+	// password: 24 random characters of [a-z0-9].
+	"password": func() (string, error) { return randomAlnum(24) },
+}
+
+var generatedRef = regexp.MustCompile(regexp.QuoteMeta(server.SecretRef) + `(generated/([a-z0-9-]+)/[A-Za-z0-9._/-]+)`)
+
+// ensureGeneratedSecrets creates every generated secret that some step references
+// and that does not exist yet.
+func (d *daemon) ensureGeneratedSecrets(ctx context.Context) error {
+	want := map[string]string{}
+	d.store.Read(func(v state.View) {
+		for _, st := range v.Steps("") {
+			for _, m := range generatedRef.FindAllStringSubmatch(string(st.Inputs), -1) {
+				if _, ok := v.Secret(m[1]); !ok {
+					want[m[1]] = m[2]
+				}
+			}
+		}
+	})
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		gen, ok := generators[want[name]]
+		if !ok {
+			return fmt.Errorf("secret %s: unknown generated kind %q (known: %s)", name, want[name], strings.Join(generatorKinds(), ", "))
+		}
+		val, err := gen()
+		if err != nil {
+			return err
+		}
+		sealed, err := pki.Seal(d.dataKey, []byte(val), []byte(name))
+		if err != nil {
+			return err
+		}
+		if err := d.propose(ctx, state.CmdPutSecret, state.PutSecret{Secret: state.SecretRecord{Name: name, Ciphertext: sealed}}); err != nil {
+			return err
+		}
+		d.log.Info("generated secret", "name", name)
+	}
+	return nil
+}
+
+func generatorKinds() []string {
+	out := make([]string, 0, len(generators))
+	for k := range generators {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func randomAlnum(n int) (string, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		if err != nil {
+			return "", err
+		}
+		b[i] = alphabet[k.Int64()]
+	}
+	return string(b), nil
+}
