@@ -30,12 +30,14 @@ type Lab struct {
 	// Detach keeps processes running after the process that started them exits (demo).
 	Detach bool
 
-	mu     sync.Mutex
-	coords []*Coordinator
-	hosts  []*Host
-	nets   []string
-	bridge string
-	prefix string
+	mu       sync.Mutex
+	services []*Proc
+	cleanups []func(context.Context)
+	coords   []*Coordinator
+	hosts    []*Host
+	nets     []string
+	bridge   string
+	prefix   string
 }
 
 // New prepares a lab in dir using the binaries in bin. prefix names every network

@@ -19,7 +19,9 @@ type Host struct {
 	IP       string // management address
 	StateDir string
 	Agent    *Proc
-	hostLink string // root-namespace end of the management veth
+	// AgentArgs are extra `plinth-agent run` flags from the host's services.
+	AgentArgs []string
+	hostLink  string // root-namespace end of the management veth
 }
 
 // Network sets up the lab bridge in the root namespace with gateway gw (CIDR, e.g.
@@ -128,9 +130,9 @@ func (l *Lab) EnrolAgent(ctx context.Context, h *Host, role string) error {
 
 // StartAgent (re)starts h's agent inside its namespace.
 func (l *Lab) StartAgent(h *Host) error {
-	p, err := startProc(l.Detach, "agent "+h.Name, filepath.Join(l.Dir, "logs", "agent-"+h.Name+".log"), h.NS, l.agentBin(),
-		"run", "--state-dir", h.StateDir, "--gossip-addr", net.JoinHostPort(h.IP, "7450"), "--gossip-profile", "fast",
-		"--facts-interval", "5s", "--log-level", "debug")
+	args := append([]string{"run", "--state-dir", h.StateDir, "--gossip-addr", net.JoinHostPort(h.IP, "7450"),
+		"--gossip-profile", "fast", "--facts-interval", "5s", "--log-level", "debug"}, h.AgentArgs...)
+	p, err := startProc(l.Detach, "agent "+h.Name, filepath.Join(l.Dir, "logs", "agent-"+h.Name+".log"), h.NS, l.agentBin(), args...)
 	if err != nil {
 		return err
 	}
@@ -179,6 +181,7 @@ func (l *Lab) Down(ctx context.Context) {
 			h.Agent.Stop(3 * time.Second)
 		}
 	}
+	l.stopServices(ctx)
 	l.stopCoordinators()
 	for _, h := range l.Hosts() {
 		_, _ = run(ctx, "ip", "netns", "del", h.NS)

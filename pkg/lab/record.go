@@ -38,6 +38,11 @@ func (l *Lab) save() error {
 			r.Pids = append(r.Pids, h.Agent.Pid())
 		}
 	}
+	for _, p := range l.services {
+		if p.Alive() {
+			r.Pids = append(r.Pids, p.Pid())
+		}
+	}
 	for _, c := range l.coords {
 		if c.Proc != nil && c.Proc.Alive() {
 			r.Pids = append(r.Pids, c.Proc.Pid())

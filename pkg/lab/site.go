@@ -119,6 +119,17 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 	}
 	for _, hs := range spec.Hosts {
 		h := l.Host(hs.Name)
+		for _, svc := range registeredServices() {
+			args, err := svc.fn(ctx, l, h, hs)
+			if errors.Is(err, ErrServiceUnavailable) {
+				say("host %-13s %s: not available here: %v", hs.Name, svc.name, err)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("lab: host %s: %s: %w", hs.Name, svc.name, err)
+			}
+			h.AgentArgs = append(h.AgentArgs, args...)
+		}
 		if err := l.EnrolAgent(ctx, h, hs.Role); err != nil {
 			return err
 		}
