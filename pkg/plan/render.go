@@ -47,6 +47,7 @@ type renderInput struct {
 // (render_<area>.go) so the areas can grow independently.
 var renderers = []func(renderInput) ([]Step, error){
 	renderNetwork,
+	renderContainerd,
 	renderKubernetes,
 	renderOVS,
 	renderCeph,
