@@ -471,3 +471,56 @@ func TestApplyValidationAndDryRun(t *testing.T) {
 		t.Fatalf("re-apply should change nothing: %v %s", err, out)
 	}
 }
+
+// Step outputs (generated keys) are sealed before they reach the Raft log: neither
+// the snapshot nor the step record holds the plaintext.
+func TestStepOutputsAreSealed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := newLab(t)
+	c0, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, _ := l.Client()
+	if err := applyYAML(t, ctx, admin, siteYAML+hostYAML("h1", 11)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.CLI(ctx, "node", "enroll", "h1", "--role", "controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := pki.ParseToken(strings.TrimSpace(out))
+	key, _ := pki.NewKey()
+	resp, err := client.Enroll(ctx, []string{c0.JoinAddr()}, tok, key, "h1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, _ := pki.EncodeKey(key)
+	tc, _ := pki.Bundle{CAPEM: []byte(resp.CA), CertPEM: []byte(resp.Cert), KeyPEM: keyPEM}.ClientTLS("")
+	agent := client.New([]string{c0.APIAddr()}, tc)
+	var steps server.AgentSteps
+	if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil || len(steps.Steps) != 1 {
+		t.Fatalf("steps: %+v %v", steps, err)
+	}
+	st := steps.Steps[0]
+	const secret = "AQD-very-secret-cephx-key=="
+	rep := server.StepReport{ID: st.ID, InputsHash: st.InputsHash, Result: &driver.Result{Outputs: map[string]string{"key": secret}}}
+	if _, err := agent.Do(ctx, "POST", "/v1/agent/result", rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := exportOf(ctx, l, c0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(snap, secret) {
+		t.Fatal("plaintext output found in the replicated state")
+	}
+	if !strings.Contains(snap, `"output/h1/host.network/key"`) || !strings.Contains(snap, `"key":"sealed"`) {
+		t.Fatalf("sealed output not recorded: %s", snap)
+	}
+	raft, _ := os.ReadFile(filepath.Join(c0.DataDir, "raft", "raft.db"))
+	if strings.Contains(string(raft), secret) {
+		t.Fatal("plaintext output found in the Raft log on disk")
+	}
+}
