@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,10 +8,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/host"
+	out "github.com/plinth-dev/plinth/pkg/output"
 )
 
 func newStatus(g *globals) *cobra.Command {
@@ -34,7 +33,7 @@ are never printed: they may hold secrets.`,
 			if output == "table" {
 				return statusTable(cmd.OutOrStdout(), st)
 			}
-			return encode(cmd.OutOrStdout(), output, st)
+			return out.Emit(cmd.OutOrStdout(), output, st, nil)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
@@ -94,27 +93,10 @@ coordinator; network facts come from the network namespace it runs in.`,
 			if err != nil {
 				return err
 			}
-			return encode(cmd.OutOrStdout(), output, f)
+			return out.Emit(cmd.OutOrStdout(), output, f, nil)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "json", "output format: json or yaml")
 	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("json", "yaml"))
 	return cmd
-}
-
-func encode(w io.Writer, format string, v any) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	return fmt.Errorf("--output %q: want json or yaml (or table for status)", format)
 }

@@ -1,8 +1,9 @@
 package main
 
 import (
+	"github.com/plinth-dev/plinth/pkg/output"
+
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
@@ -30,26 +30,9 @@ func (g *globals) client() (*client.Client, error) {
 	return c, nil
 }
 
-// emit prints v as yaml or json, or calls table for the table format.
+// emit prints v in the -o format; table renders the table form.
 func (g *globals) emit(w io.Writer, v any, table func(w *tabwriter.Writer)) error {
-	switch g.output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "table", "":
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		table(tw)
-		return tw.Flush()
-	}
-	return fmt.Errorf("--output: %q is not valid: want table, yaml or json", g.output)
+	return output.Emit(w, g.output, v, table)
 }
 
 func newApply(g *globals) *cobra.Command {

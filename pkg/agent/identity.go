@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -45,7 +47,7 @@ func (id Identity) save(stateDir string) error {
 	if err != nil {
 		return fmt.Errorf("agent: encode identity: %w", err)
 	}
-	if err := writeFileAtomic(identityPath(stateDir), append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(identityPath(stateDir), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("agent: save identity: %w", err)
 	}
 	return nil
@@ -140,7 +142,7 @@ func saveGossipKey(stateDir string, key []byte) error {
 	if err := os.MkdirAll(pkiPath(stateDir), 0o700); err != nil {
 		return fmt.Errorf("agent: save gossip key: %w", err)
 	}
-	if err := writeFileAtomic(gossipKeyPath(stateDir), data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(gossipKeyPath(stateDir), data, 0o600); err != nil {
 		return fmt.Errorf("agent: save gossip key: %w", err)
 	}
 	return nil

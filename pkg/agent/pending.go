@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -53,7 +55,7 @@ func (s *pendingStore) Put(p Pending) (Pending, error) {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return p, fmt.Errorf("agent: pending results: %w", err)
 	}
-	if err := writeFileAtomic(s.path(p.ID), b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(s.path(p.ID), b, 0o600); err != nil {
 		return p, fmt.Errorf("agent: persist result of %s: %w", p.ID, err)
 	}
 	return p, nil
@@ -71,7 +73,7 @@ func (s *pendingStore) Delete(id string, seq int64) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("agent: remove pending result %s: %w", id, err)
 	}
-	return syncDir(s.dir)
+	return atomicfile.SyncDir(s.dir)
 }
 
 // List returns pending results in the order they were produced. Unreadable files

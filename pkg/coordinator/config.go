@@ -8,6 +8,8 @@
 package coordinator
 
 import (
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+
 	"encoding/json"
 	"fmt"
 	"net"
@@ -93,11 +95,10 @@ func (c Config) save(dataDir string) error {
 	if err != nil {
 		return err
 	}
-	tmp := Paths(dataDir).Config() + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("coordinator: write config: %w", err)
+	if err := atomicfile.WriteFile(Paths(dataDir).Config(), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
 	}
-	return os.Rename(tmp, Paths(dataDir).Config())
+	return nil
 }
 
 func (c Config) validate() error {

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -32,9 +34,8 @@ func saveFences(dataDir string, f map[string]time.Time) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dataDir, fenceFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("coordinator: write fences: %w", err)
+	if err := atomicfile.WriteFile(filepath.Join(dataDir, fenceFile), b, 0o600); err != nil {
+		return fmt.Errorf("coordinator: fences: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dataDir, fenceFile))
+	return nil
 }

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,11 +58,7 @@ func (l *Lab) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := l.recordPath() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, l.recordPath())
+	return atomicfile.WriteFile(l.recordPath(), b, 0o644)
 }
 
 // Exists reports whether dir holds a lab record (a lab that is up or half up).

@@ -6,24 +6,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
 )
 
 // maxFileSize bounds every file this package reads.
 const maxFileSize = 1 << 20
 
-// writeFileAtomic replaces path with data via a temp file and rename, so readers see
-// the old or the new content, never a mix. The temp file is created 0600, so secrets
-// are never readable by others even briefly.
+// writeFileAtomic replaces path with data, so readers see the old or the new content,
+// never a mix; the temp file is created 0600, so secrets are never readable by others.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := writeTemp(path, data, perm)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 // writeFileExclusive is writeFileAtomic that fails with fs.ErrExist rather than
@@ -67,17 +60,7 @@ func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
 	return name, nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // readFile reads a public file (certificates).
 func readFile(path string) ([]byte, error) {

@@ -1,4 +1,7 @@
-package agent
+// Package atomicfile replaces files so that a crash at any point leaves either the
+// old or the new content, never a torn one: the state every Plinth process keeps on
+// disk (identities, configs, driver ownership, pending results) relies on it.
+package atomicfile
 
 import (
 	"fmt"
@@ -6,16 +9,17 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with data: a temp file (never readable by others),
-// fsync, rename, fsync of the directory. Readers see the old or the new content.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+// WriteFile replaces path with data: a temp file in the same directory (created
+// 0600, then set to perm), fsync, rename, fsync of the directory. The directory is
+// created 0700 if missing.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op once renamed
@@ -35,10 +39,11 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory so a rename or create in it survives a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
