@@ -103,6 +103,12 @@ func (r *Registry) Kinds() []string {
 	return out
 }
 
+// maxPasses bounds how often Run re-diffs after applying. One change can undo state
+// another diff entry took as settled (removing a subnet's last address drops the
+// routes through it), so Run applies what is left in a further pass before it
+// declares verification failed.
+const maxPasses = 3
+
 // Run observes, diffs, applies and verifies one step. It never panics on a driver
 // error; everything ends up in the Result.
 func Run(ctx context.Context, d Driver, inputs json.RawMessage) Result {
@@ -111,23 +117,24 @@ func Run(ctx context.Context, d Driver, inputs json.RawMessage) Result {
 		return failed(fmt.Errorf("%s: observe: %w", d.Kind(), err))
 	}
 	var res Result
-	for _, c := range changes {
-		if c.Apply == nil {
-			return failed(fmt.Errorf("%s: %s: cannot be applied automatically", d.Kind(), c.Summary))
+	for pass := 1; len(changes) > 0; pass++ {
+		if pass > maxPasses {
+			return withChanges(failed(fmt.Errorf("%s: verify: still differs after apply: %s", d.Kind(), Summaries(changes))), res.Changes)
 		}
-		if err := c.Apply(ctx); err != nil {
-			res.Error = fmt.Sprintf("%s: apply %q: %v", d.Kind(), c.Summary, err)
-			res.Retryable = !IsPermanent(err)
-			return res
+		for _, c := range changes {
+			if c.Apply == nil {
+				return withChanges(failed(fmt.Errorf("%s: %s: cannot be applied automatically", d.Kind(), c.Summary)), res.Changes)
+			}
+			if err := c.Apply(ctx); err != nil {
+				res.Error = fmt.Sprintf("%s: apply %q: %v", d.Kind(), c.Summary, err)
+				res.Retryable = !IsPermanent(err)
+				return res
+			}
+			res.Changes = append(res.Changes, c.Summary)
 		}
-		res.Changes = append(res.Changes, c.Summary)
-	}
-	left, err := d.Diff(ctx, inputs)
-	if err != nil {
-		return withChanges(failed(fmt.Errorf("%s: verify: %w", d.Kind(), err)), res.Changes)
-	}
-	if len(left) > 0 {
-		return withChanges(failed(fmt.Errorf("%s: verify: still differs after apply: %s", d.Kind(), Summaries(left))), res.Changes)
+		if changes, err = d.Diff(ctx, inputs); err != nil {
+			return withChanges(failed(fmt.Errorf("%s: verify: %w", d.Kind(), err)), res.Changes)
+		}
 	}
 	if o, ok := d.(Outputter); ok {
 		out, err := o.Outputs(ctx, inputs)
