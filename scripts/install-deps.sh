@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
 # Installs the host packages Plinth's tests and lab use, idempotently.
-# Only Debian packages: iproute2 (ip), nftables (partitions), iputils-ping, systemd (systemd-analyze).
+# Only Debian packages: iproute2 (ip), nftables (partitions), iputils-ping, systemd (systemd-analyze),
+# containerd and runc (pkg/containerd's daemon tests), Open vSwitch with DPDK (pkg/ovs),
+# Ceph Pacific daemons, CLIs and librados/librbd headers (pkg/ceph).
 set -euo pipefail
 need=()
 command -v ip >/dev/null || need+=(iproute2)
 command -v nft >/dev/null || need+=(nftables)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+# Open vSwitch, its DPDK build and the DPDK drivers pkg/ovs's tests use (the dpdk
+# package only recommends them): the mempool driver, net_null and net_af_packet.
+command -v ovs-vsctl >/dev/null || need+=(openvswitch-switch)
+[ -x /usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk ] || need+=(openvswitch-switch-dpdk)
+for pmd in mempool-ring net-null net-af-packet; do
+  ls /usr/lib/*/dpdk/pmds-*/librte_${pmd//-/_}.so.23 >/dev/null 2>&1 || need+=(librte-${pmd}23)
+done
+# Ceph (pkg/ceph): mon, mgr and OSD daemons for the test cluster and the lab, the
+# ceph/rbd CLIs, and librados/librbd headers plus a C compiler for go-ceph (cgo,
+# make build's -tags ceph,pacific).
+command -v ceph-mon >/dev/null || need+=(ceph-mon)
+command -v ceph-mgr >/dev/null || need+=(ceph-mgr)
+command -v ceph-osd >/dev/null || need+=(ceph-osd)
+command -v ceph >/dev/null || need+=(ceph-common)
+[ -e /usr/include/rados/librados.h ] || need+=(librados-dev)
+[ -e /usr/include/rbd/librbd.h ] || need+=(librbd-dev)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

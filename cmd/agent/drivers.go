@@ -2,17 +2,75 @@ package main
 
 import (
 	"log/slog"
+	"os"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
+
+	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/librados"
+	"github.com/plinth-dev/plinth/pkg/containerd"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall"
+	"github.com/plinth-dev/plinth/pkg/ovs"
 )
+
+// OVS driver flags. cobra adds pflag.CommandLine to the root's persistent flags, so
+// they live here with the drivers instead of in every command's flag set.
+var (
+	ovsRunDir = pflag.String("ovs-rundir", orEnv("OVS_RUNDIR", ovs.DefaultRunDir), "Open vSwitch run directory (db.sock, ovs-vswitchd's control socket)")
+	ovsSkip   = pflag.String("ovs-skip", "", "labs only: report OVS steps as skipped for this reason instead of running them")
+)
+
+// Ceph driver flags. The driver links librados only when built with -tags
+// ceph,pacific (make build); otherwise its steps fail saying so.
+var (
+	cephConf = pflag.String("ceph-conf", ceph.SystemConfigFile, "ceph.conf for Ceph steps whose manifest names no configFile or monitors")
+	cephSkip = pflag.String("ceph-skip", "", "labs only: report Ceph steps as skipped for this reason instead of running them")
+)
+
+func orEnv(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
 
 // registry holds the drivers this agent can run; their state lives under
 // stateDir/drivers.
 func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
 	dir := filepath.Join(stateDir, "drivers")
+	ovsOpts := []ovs.Option{ovs.WithRunDir(*ovsRunDir), ovs.WithLogger(log)}
+	if *ovsSkip != "" {
+		ovsOpts = append(ovsOpts, ovs.WithSkip(*ovsSkip))
+	}
+	ovsDPDK, ovsBridges := ovs.New(ovsOpts...)
+	// Network and sysctl changes after which no coordinator answers are rolled back.
+	reach := host.WithReachability(host.TCPProbe(func() ([]string, error) {
+		id, err := agent.LoadIdentity(stateDir)
+		return id.Coordinators, err
+	}))
+	cephOpts := []ceph.Option{ceph.WithConfigFile(*cephConf), ceph.WithLogger(log)}
+	if *cephSkip != "" {
+		cephOpts = append(cephOpts, ceph.WithSkip(*cephSkip))
+	}
+	cephHealth, cephPool, cephUser := ceph.NewClient(librados.Dial, cephOpts...).Drivers()
 	return driver.NewRegistry(
-		host.NewNetworkDriver(dir, host.WithLogger(log)),
+		host.NewNetworkDriver(dir, host.WithLogger(log), reach),
+		host.NewSysctlDriver(dir, host.WithLogger(log), reach),
+		host.NewHugepagesDriver(dir, host.WithLogger(log)),
+		kubeinstall.NewVIPDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewEtcdDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewInitDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewJoinControlPlaneDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewJoinDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewCNIDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewLabelsDriver(dir, kubeinstall.WithLogger(log)),
+		containerd.NewConfigDriver(dir, containerd.WithLogger(log)),
+		containerd.NewImportDriver(containerd.WithLogger(log)),
+		ovsDPDK, ovsBridges,
+		cephHealth, cephPool, cephUser,
 	)
 }

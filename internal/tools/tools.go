@@ -5,15 +5,9 @@
 package tools
 
 import (
-	_ "github.com/ceph/go-ceph/rados"
-	_ "github.com/containerd/containerd"
-	_ "github.com/digitalocean/go-openvswitch/ovs"
-	_ "github.com/google/go-containerregistry/pkg/v1/tarball"
-	_ "github.com/ovn-org/libovsdb/client"
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/apimachinery/pkg/apis/meta/v1"
 	_ "k8s.io/client-go/kubernetes"
-	_ "k8s.io/cri-api/pkg/apis/runtime/v1"
 	_ "k8s.io/kube-proxy/config/v1alpha1"
 	_ "k8s.io/kubelet/config/v1beta1"
 )

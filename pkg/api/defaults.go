@@ -9,6 +9,13 @@ const (
 	DefaultRetryBaseSeconds  = 2
 	DefaultRetryMaxSeconds   = 300
 	DefaultInterfaceState    = "up"
+	DefaultInterfaceType     = InterfaceEthernet
+	DefaultBondMode          = BondLACP
+	DefaultBondLACPRate      = "slow"
+	DefaultBondHashPolicy    = "layer2"
+	DefaultBondMIIMon        = 100
+	DefaultMacvlanMode       = "bridge"
+	DefaultVXLANPort         = 4789
 	DefaultNetworkMTU        = 1500
 	DefaultPodSubnet         = "10.244.0.0/16"
 	DefaultServiceSubnet     = "10.96.0.0/12"
@@ -55,7 +62,37 @@ func (s *SiteSpec) Default() {
 // Default fills in unset host fields.
 func (h *HostSpec) Default() {
 	for i := range h.Interfaces {
-		setString(&h.Interfaces[i].State, DefaultInterfaceState)
+		h.Interfaces[i].Default()
+	}
+}
+
+// Default fills in an interface's state and type, and the options of its type.
+func (in *Interface) Default() {
+	setString(&in.State, DefaultInterfaceState)
+	setString(&in.Type, DefaultInterfaceType)
+	switch in.Type {
+	case InterfaceBond:
+		if in.Bond == nil {
+			in.Bond = &BondOptions{}
+		}
+		b := in.Bond
+		setString(&b.Mode, DefaultBondMode)
+		if b.Mode == BondLACP {
+			setString(&b.LACPRate, DefaultBondLACPRate)
+		}
+		if b.Mode == BondLACP || b.Mode == BondBalanceXOR {
+			setString(&b.HashPolicy, DefaultBondHashPolicy)
+		}
+		setInt(&b.MIIMon, DefaultBondMIIMon)
+	case InterfaceMacvlan:
+		if in.Macvlan == nil {
+			in.Macvlan = &MacvlanOptions{}
+		}
+		setString(&in.Macvlan.Mode, DefaultMacvlanMode)
+	case InterfaceVXLAN:
+		if in.VXLAN != nil {
+			setInt(&in.VXLAN.Port, DefaultVXLANPort)
+		}
 	}
 }
 

@@ -75,8 +75,20 @@ type Network struct {
 	Role    string `json:"role"`
 	CIDR    string `json:"cidr"`
 	Gateway string `json:"gateway,omitempty"`
-	VLAN    int    `json:"vlan,omitempty"`
-	MTU     int    `json:"mtu,omitempty"`
+	// VLAN is the 802.1q ID the network is tagged with; a vlan interface that carries
+	// the network and names no ID of its own takes this one.
+	VLAN int `json:"vlan,omitempty"`
+	MTU  int `json:"mtu,omitempty"`
+	// Pool is the range the coordinator allocates host addresses from, for interfaces
+	// that set allocate. Allocations are recorded in the replicated state, so an
+	// address stays with its host when other hosts come and go.
+	Pool *AddressPool `json:"pool,omitempty"`
+}
+
+// AddressPool is an inclusive range of addresses inside a network's CIDR.
+type AddressPool struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
 }
 
 // Drift policies.
@@ -137,14 +149,39 @@ type HostSpec struct {
 	ManagementAddress string      `json:"managementAddress"`
 	Interfaces        []Interface `json:"interfaces,omitempty"`
 	Routes            []Route     `json:"routes,omitempty"`
+	// Rules are routing policy rules (ip rule), e.g. to send a network's traffic
+	// through its own table.
+	Rules []Rule `json:"rules,omitempty"`
+	// Sysctls are kernel parameters by their dotted name (net.ipv4.ip_forward: "1").
+	// They add to, and override, the ones Plinth sets for Kubernetes.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// Hugepages reserves huge pages per page size and, optionally, NUMA node.
+	Hugepages []Hugepages `json:"hugepages,omitempty"`
+	// OVS overrides the site's OVS settings on this host.
+	OVS *HostOVS `json:"ovs,omitempty"`
 	// Labels are extra Kubernetes node labels.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
+// Interface types. Plinth configures an ethernet interface that exists already (a NIC,
+// or a link made outside Plinth); it creates every other type, and deletes what it
+// created once the interface leaves the manifest.
+const (
+	InterfaceEthernet = "ethernet"
+	InterfaceBond     = "bond"
+	InterfaceBridge   = "bridge"
+	InterfaceVLAN     = "vlan"
+	InterfaceMacvlan  = "macvlan"
+	InterfaceVXLAN    = "vxlan"
+)
+
 // Interface is a host network interface Plinth configures.
 type Interface struct {
 	Name string `json:"name"`
-	// MAC optionally matches the physical link by address instead of name.
+	// Type is ethernet (the default), bond, bridge, vlan, macvlan or vxlan.
+	Type string `json:"type,omitempty"`
+	// MAC matches an ethernet interface by address instead of name; on the types
+	// Plinth creates it sets the address.
 	MAC string `json:"mac,omitempty"`
 	MTU int    `json:"mtu,omitempty"`
 	// State is "up" (default) or "down".
@@ -153,6 +190,57 @@ type Interface struct {
 	Addresses []string `json:"addresses,omitempty"`
 	// Networks names site networks carried on this interface.
 	Networks []string `json:"networks,omitempty"`
+	// Allocate takes one address from the pool of each carried network that has a
+	// pool and in which this interface has no static address.
+	Allocate bool `json:"allocate,omitempty"`
+	// Members are the interfaces of a bond, or the ports of a bridge.
+	Members []string `json:"members,omitempty"`
+	// Parent is the lower interface of a vlan or macvlan, and the optional underlay
+	// device of a vxlan.
+	Parent string `json:"parent,omitempty"`
+	// VLAN is a vlan interface's 802.1q ID; unset takes the VLAN of the network it carries.
+	VLAN    int             `json:"vlan,omitempty"`
+	Bond    *BondOptions    `json:"bond,omitempty"`
+	Macvlan *MacvlanOptions `json:"macvlan,omitempty"`
+	VXLAN   *VXLANOptions   `json:"vxlan,omitempty"`
+}
+
+// Bond modes Plinth supports.
+const (
+	BondLACP         = "802.3ad"
+	BondActiveBackup = "active-backup"
+	BondBalanceXOR   = "balance-xor"
+)
+
+// BondOptions configure a bond.
+type BondOptions struct {
+	// Mode is 802.3ad (default), active-backup or balance-xor.
+	Mode string `json:"mode,omitempty"`
+	// LACPRate is slow (default) or fast; 802.3ad only.
+	LACPRate string `json:"lacpRate,omitempty"`
+	// HashPolicy is layer2 (default), layer2+3, layer3+4, encap2+3 or encap3+4;
+	// 802.3ad and balance-xor only.
+	HashPolicy string `json:"hashPolicy,omitempty"`
+	// MIIMon is the link monitoring interval in milliseconds; default 100.
+	MIIMon int `json:"miimon,omitempty"`
+}
+
+// MacvlanOptions configure a macvlan.
+type MacvlanOptions struct {
+	// Mode is bridge (default), vepa, private or passthru.
+	Mode string `json:"mode,omitempty"`
+}
+
+// VXLANOptions configure a vxlan.
+type VXLANOptions struct {
+	// VNI is the VXLAN network identifier, 1..16777215.
+	VNI int `json:"vni"`
+	// Local is the source address of the tunnel.
+	Local string `json:"local,omitempty"`
+	// Remote is the unicast peer or multicast group.
+	Remote string `json:"remote,omitempty"`
+	// Port is the UDP destination port; default 4789.
+	Port int `json:"port,omitempty"`
 }
 
 // Route is a static route.
@@ -163,6 +251,28 @@ type Route struct {
 	Metric int    `json:"metric,omitempty"`
 	MTU    int    `json:"mtu,omitempty"`
 	Table  int    `json:"table,omitempty"`
+}
+
+// Rule is a routing policy rule: packets that match every selector set look up Table.
+// The family follows from and to; a rule with neither is IPv4 (use from: ::/0 for IPv6).
+type Rule struct {
+	// Priority orders rules and identifies this one; 1..32765.
+	Priority int    `json:"priority"`
+	From     string `json:"from,omitempty"`
+	To       string `json:"to,omitempty"`
+	IIF      string `json:"iif,omitempty"`
+	OIF      string `json:"oif,omitempty"`
+	FWMark   int    `json:"fwmark,omitempty"`
+	Table    int    `json:"table"`
+}
+
+// Hugepages is a reservation of huge pages of one size.
+type Hugepages struct {
+	// Size is 2Mi or 1Gi (2048kB and 1048576kB are accepted too).
+	Size  string `json:"size"`
+	Count int    `json:"count"`
+	// Node is the NUMA node; unset lets the kernel spread the pages over all nodes.
+	Node *int `json:"node,omitempty"`
 }
 
 // Condition statuses.

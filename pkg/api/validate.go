@@ -119,7 +119,7 @@ func (v *validator) site(s *Site, hosts []Host) {
 		v.kubernetes(spec.Kubernetes, spec.Networks, nets)
 	}
 	if spec.Ceph != nil {
-		v.ceph(spec.Ceph)
+		v.ceph(spec, hosts)
 	}
 	if spec.OVS != nil {
 		v.ovs(spec.OVS)
@@ -221,8 +221,39 @@ func (v *validator) networks(nets []Network) []netip.Prefix {
 			v.add(p+".vlan", "%d is out of range; valid VLAN IDs are 1..4094 (0 for untagged)", n.VLAN)
 		}
 		v.mtu(p+".mtu", n.MTU, true)
+		if n.Pool != nil {
+			v.pool(p+".pool", n.Pool, prefixes[i])
+		}
 	}
 	return prefixes
+}
+
+// pool checks an address pool: both ends inside the network's cidr, start <= end.
+func (v *validator) pool(path string, pl *AddressPool, cidr netip.Prefix) {
+	var ends [2]netip.Addr
+	for i, f := range []struct{ name, s string }{{"start", pl.Start}, {"end", pl.End}} {
+		fp := path + "." + f.name
+		if f.s == "" {
+			v.add(fp, "required: the %s of the range, e.g. 10.0.0.100", f.name)
+			continue
+		}
+		a, ok := v.ip(fp, f.s)
+		if !ok {
+			continue
+		}
+		if a = a.Unmap(); cidr.IsValid() && !cidr.Contains(a) {
+			v.add(fp, "%s is outside the network's cidr %s", a, cidr)
+			continue
+		}
+		ends[i] = a
+	}
+	switch {
+	case !ends[0].IsValid() || !ends[1].IsValid():
+	case ends[0].Is4() != ends[1].Is4():
+		v.add(path+".end", "%s is %s but start %s is %s", ends[1], family(ends[1]), ends[0], family(ends[0]))
+	case ends[1].Less(ends[0]):
+		v.add(path+".end", "%s is below start %s", ends[1], ends[0])
+	}
 }
 
 func (v *validator) policy(p *Policy) {

@@ -17,12 +17,14 @@ var hostRoles = []string{RoleController, RoleWorker, RoleStorage}
 
 // hosts validates each host and what must be unique across hosts.
 func (v *validator) hosts(site *Site, hosts []Host) {
-	var networks map[string]bool // nil: no site, references unchecked
+	var networks map[string]Network // nil: no site, references unchecked
 	var netNames []string
 	if site != nil {
-		networks = map[string]bool{}
+		networks = map[string]Network{}
 		for _, n := range site.Spec.Networks {
-			networks[n.Name] = true
+			if _, dup := networks[n.Name]; !dup {
+				networks[n.Name] = n
+			}
 			netNames = append(netNames, n.Name)
 		}
 	}
@@ -57,8 +59,15 @@ func (v *validator) hosts(site *Site, hosts []Host) {
 			}
 		}
 
-		v.interfaces(p+".spec.interfaces", h.Spec.Interfaces, networks, netNames)
+		v.interfaces(p+".spec.interfaces", &h.Spec, networks, netNames)
 		v.routes(p+".spec.routes", h.Spec.Routes)
+		v.rules(p+".spec.rules", h.Spec.Rules)
+		v.sysctls(p+".spec.sysctls", h.Spec.Sysctls)
+		v.hugepages(p+".spec.hugepages", h.Spec.Hugepages)
+	}
+	if site != nil {
+		v.doc = site.docIndex
+		v.poolCapacity(site, hosts)
 	}
 }
 
@@ -78,7 +87,8 @@ func (v *validator) roles(path string, roles []string) {
 	}
 }
 
-func (v *validator) interfaces(path string, ifaces []Interface, networks map[string]bool, netNames []string) {
+func (v *validator) interfaces(path string, h *HostSpec, networks map[string]Network, netNames []string) {
+	ifaces := h.Interfaces
 	names := map[string]int{}
 	addrs := map[netip.Addr]int{} // address -> interface index, unique per host
 	for i, in := range ifaces {
@@ -116,17 +126,21 @@ func (v *validator) interfaces(path string, ifaces []Interface, networks map[str
 		}
 		for j, n := range in.Networks {
 			np := index(p+".networks", strconv.Itoa(j))
+			_, known := networks[n]
 			switch {
 			case n == "":
 				v.add(np, "required: the name of a site network")
-			case networks == nil || networks[n]:
+			case networks == nil || known:
 			case len(netNames) == 0:
 				v.add(np, "no network named %q; the site declares no networks", clip(n))
 			default:
 				v.add(np, "no network named %q in the site; valid networks are %s", clip(n), strings.Join(netNames, ", "))
 			}
 		}
+		v.interfaceType(p, &in)
 	}
+	v.carriedNetworks(path, h, networks)
+	v.topology(path, ifaces, names, networks)
 }
 
 // validIfName applies the kernel's rules (dev_valid_name) plus no ':', which marks

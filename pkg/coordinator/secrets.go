@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
@@ -32,6 +34,8 @@ var generators = map[string]func() (string, error){
 	},
 	// password: 24 random characters of [a-z0-9].
 	"password": func() (string, error) { return randomAlnum(24) },
+	// etcd-ca: a self-signed ECDSA CA for Plinth's etcd, certificate and key PEM.
+	"etcd-ca": func() (string, error) { return certs.NewCA("etcd-ca", time.Now()) },
 }
 
 var generatedRef = regexp.MustCompile(regexp.QuoteMeta(server.SecretRef) + `(generated/([a-z0-9-]+)/[A-Za-z0-9._/-]+)`)

@@ -79,3 +79,78 @@ func BenchmarkNetwork50(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*links), "ns/link")
 	})
 }
+
+// BenchmarkNetwork50Bridges creates 50 bridges, each with a veth port and an
+// address, with driver.Run and with one equivalent `ip -batch` script. Both start
+// from no bridges and down ports; only the configuring is timed.
+func BenchmarkNetwork50Bridges(b *testing.B) {
+	const links = 50
+	if _, err := exec.LookPath("ip"); err != nil {
+		b.Skip("needs iproute2's ip")
+	}
+	n := newNS(b)
+	var in NetworkInputs
+	var apply, reset strings.Builder
+	n.run(b, func() {
+		for i := range links {
+			p, q, br := fmt.Sprintf("p%d", i), fmt.Sprintf("q%d", i), fmt.Sprintf("br%d", i)
+			addVeth(b, p, q, "")
+			if err := netlink.LinkSetUp(link(b, q)); err != nil {
+				b.Fatal(err)
+			}
+			addr := fmt.Sprintf("10.100.%d.1/24", i)
+			in.Links = append(in.Links, LinkSpec{Name: p, Up: true, Master: br},
+				LinkSpec{Name: br, Kind: LinkBridge, Up: true, Addresses: []string{addr}})
+			fmt.Fprintf(&apply, "link add %s type bridge\nlink set %s master %s up\nlink set %s up\naddr add %s dev %s\n", br, p, br, br, addr, br)
+			fmt.Fprintf(&reset, "link del %s\nlink set %s down\n", br, p)
+		}
+	})
+	dir := b.TempDir()
+	applyFile, resetFile := filepath.Join(dir, "apply.batch"), filepath.Join(dir, "reset.batch")
+	for f, s := range map[string]string{applyFile: apply.String(), resetFile: reset.String()} {
+		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ipBatch := func(b *testing.B, file string) {
+		if out, err := exec.Command("ip", "-n", n.name, "-batch", file).CombinedOutput(); err != nil {
+			b.Fatalf("ip -batch %s: %v: %s", filepath.Base(file), err, out)
+		}
+	}
+	raw := mustJSON(b, in)
+
+	b.Run("driver", func(b *testing.B) {
+		stateDir := b.TempDir()
+		d := NewNetworkDriver(stateDir)
+		n.run(b, func() {
+			for i := range b.N {
+				b.StopTimer()
+				if i > 0 {
+					ipBatch(b, resetFile)
+				}
+				os.Remove(filepath.Join(stateDir, ownedFile))
+				b.StartTimer()
+				res := driver.Run(context.Background(), d, raw)
+				if !res.OK() || len(res.Changes) != 5*links {
+					b.Fatalf("run: %s, %d changes", res.Error, len(res.Changes))
+				}
+			}
+			b.StopTimer()
+			ipBatch(b, resetFile)
+		})
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*links), "ns/bridge")
+	})
+	b.Run("ip-batch", func(b *testing.B) {
+		for i := range b.N {
+			b.StopTimer()
+			if i > 0 {
+				ipBatch(b, resetFile)
+			}
+			b.StartTimer()
+			ipBatch(b, applyFile)
+		}
+		b.StopTimer()
+		ipBatch(b, resetFile)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*links), "ns/bridge")
+	})
+}

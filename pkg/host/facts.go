@@ -27,9 +27,16 @@ type Facts struct {
 	// Hugepages is the default hugepage size from /proc/meminfo.
 	Hugepages HugepageFact `json:"hugepages"`
 	NUMANodes []NUMANode   `json:"numaNodes,omitempty"`
-	Links     []LinkFact   `json:"links"`
-	Addresses []AddrFact   `json:"addresses"`
-	Routes    []RouteFact  `json:"routes"`
+	// HugepageSizes are the system-wide pools, smallest page size first.
+	HugepageSizes []HugepageFact `json:"hugepageSizes,omitempty"`
+	CPUTopology   []CPUFact      `json:"cpuTopology,omitempty"`
+	// IsolatedCPUs (isolcpus=) and NoHZFullCPUs (nohz_full=) are the CPUs the kernel
+	// keeps free for dedicated threads such as OVS-DPDK's PMDs.
+	IsolatedCPUs []int       `json:"isolatedCPUs,omitempty"`
+	NoHZFullCPUs []int       `json:"nohzFullCPUs,omitempty"`
+	Links        []LinkFact  `json:"links"`
+	Addresses    []AddrFact  `json:"addresses"`
+	Routes       []RouteFact `json:"routes"`
 }
 
 // LinkFact is one network link as netlink reports it.

@@ -11,12 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// snapshot is one observation of the links, addresses and routes (all tables) of the
-// calling thread's network namespace.
+// snapshot is one observation of the links, addresses, routes (all tables) and policy
+// rules of the calling thread's network namespace.
 type snapshot struct {
 	links  []netlink.Link
 	addrs  []netlink.Addr
 	routes []netlink.Route
+	rules  []netlink.Rule
 }
 
 // dumpRetries bounds how often an interrupted netlink dump is retried.
@@ -70,7 +71,11 @@ func dump(h *netlink.Handle) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, fmt.Errorf("list routes: %w", err)
 	}
-	return snapshot{links: links, addrs: addrs, routes: routes}, nil
+	rules, err := h.RuleList(netlink.FAMILY_ALL)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("list rules: %w", err)
+	}
+	return snapshot{links: links, addrs: addrs, routes: routes, rules: rules}, nil
 }
 
 // linkByIndex finds a link in the snapshot.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
@@ -22,28 +21,17 @@ import (
 // that calls Diff and the returned Apply closures.
 type NetworkDriver struct {
 	state *stateStore
-	log   *slog.Logger
+	o     options
 }
 
 var _ driver.Driver = (*NetworkDriver)(nil)
 
-// NetworkOption configures a NetworkDriver.
-type NetworkOption func(*NetworkDriver)
-
-// WithLogger sets the logger; the default is slog.Default().
-func WithLogger(l *slog.Logger) NetworkOption {
-	return func(d *NetworkDriver) { d.log = l }
-}
-
-// NewNetworkDriver returns a driver that records the addresses and routes it adds in
-// stateDir/host.network.owned.json.
-func NewNetworkDriver(stateDir string, opts ...NetworkOption) *NetworkDriver {
-	d := &NetworkDriver{state: &stateStore{}, log: slog.Default()}
+// NewNetworkDriver returns a driver that records the links, memberships, addresses,
+// routes and rules it adds in stateDir/host.network.owned.json.
+func NewNetworkDriver(stateDir string, opts ...Option) *NetworkDriver {
+	d := &NetworkDriver{state: &stateStore{}, o: newOptions(opts)}
 	if stateDir != "" {
 		d.state.path = filepath.Join(stateDir, ownedFile)
-	}
-	for _, o := range opts {
-		o(d)
 	}
 	return d
 }
@@ -51,13 +39,15 @@ func NewNetworkDriver(stateDir string, opts ...NetworkOption) *NetworkDriver {
 // Kind implements driver.Driver.
 func (d *NetworkDriver) Kind() string { return KindNetwork }
 
-// Diff implements driver.Driver. Changes come in this order: link MTU and admin state,
-// address removals, address additions, route additions and replacements, route removals.
+// Diff implements driver.Driver. Changes come in this order: links created, members
+// attached or released, MTUs lowered (upper links first) and raised (lower links
+// first), admin state, address removals and additions, route and rule additions,
+// route and rule removals, and last the deletion of links Plinth created earlier.
 func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driver.Change, error) {
 	if d.state.path == "" {
 		return nil, driver.Permanent(errors.New("host: network driver has no state directory"))
 	}
-	links, routes, err := parseNetwork(inputs)
+	want, err := parseNetwork(inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +60,7 @@ func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]dri
 		return nil, err
 	}
 	p := &planner{d: d, snap: snap, owned: owned, intent: &intent{store: d.state},
-		byName: map[string]netlink.Link{}, routes: map[routeKey]netlink.Route{}}
+		links: map[string]*linkPlan{}, routes: map[routeKey]netlink.Route{}}
 	for _, r := range snap.routes {
 		if k, ok := keyOf(r); ok {
 			if _, dup := p.routes[k]; !dup { // first wins, as with findRoute
@@ -78,57 +68,133 @@ func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]dri
 			}
 		}
 	}
-	return p.plan(links, routes)
+	steps, err := p.plan(want)
+	if err != nil {
+		return nil, err
+	}
+	return changes(&d.o, steps), nil
 }
 
-// planner turns one snapshot, the ownership state and the inputs into changes.
+// linkPlan is a wanted link resolved against the snapshot.
+type linkPlan struct {
+	w    wantLink
+	name string       // kernel name
+	link netlink.Link // as observed; nil when fresh
+	// fresh links are created (or re-created) by this run: they start down, without
+	// addresses, members or routes.
+	fresh bool
+}
+
+// ref is how Apply finds the link: by the index Diff saw, or by name when it is
+// created in the same run.
+func (lp *linkPlan) ref() linkRef {
+	if lp.fresh {
+		return linkRef{name: lp.name}
+	}
+	return linkRef{name: lp.name, index: lp.link.Attrs().Index}
+}
+
+// label names the link in summaries.
+func (lp *linkPlan) label() string {
+	s := "link " + lp.name
+	if lp.w.Name != "" && lp.w.Name != lp.name {
+		s += " (wanted name " + lp.w.Name + ", matched by mac)"
+	}
+	return s
+}
+
+// linkRef finds a link at Apply time.
+type linkRef struct {
+	name  string
+	index int
+}
+
+func (r linkRef) get(h *netlink.Handle) (netlink.Link, error) {
+	if r.index > 0 {
+		return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: r.index, Name: r.name}}, nil
+	}
+	l, err := h.LinkByName(r.name)
+	if err != nil {
+		return nil, fmt.Errorf("link %s: %w", r.name, err)
+	}
+	return l, nil
+}
+
+// planner turns one snapshot, the ownership state and the inputs into steps.
 type planner struct {
 	d      *NetworkDriver
 	snap   snapshot
 	owned  ownedState
 	intent *intent
-	byName map[string]netlink.Link // spec name -> resolved link, for route devs
+	links  map[string]*linkPlan // spec name -> plan
+	order  []*linkPlan          // lower links first
 	routes map[routeKey]netlink.Route
 
-	links, addrDel, addrAdd, routeSet, routeDel []driver.Change
+	create, members, mtuDown, mtuUp, updown, addrDel, addrAdd, routeSet, ruleAdd, routeDel, ruleDel, linkDel []step
 }
 
-func (p *planner) plan(links []wantLink, routes []wantRoute) ([]driver.Change, error) {
-	wantAddrs := map[addrKey]bool{}
+func (p *planner) plan(want networkWant) ([]step, error) {
 	used := map[int]string{}
-	for _, w := range links {
-		l, err := p.findLink(w)
+	for _, w := range want.links {
+		lp, err := p.resolve(w)
 		if err != nil {
 			return nil, err
 		}
-		a := l.Attrs()
-		if prev, dup := used[a.Index]; dup {
-			return nil, driver.Permanent(fmt.Errorf("host: links %s and %s are the same link %s", prev, linkWanted(w.LinkSpec), a.Name))
+		if !lp.fresh {
+			idx := lp.link.Attrs().Index
+			if prev, dup := used[idx]; dup {
+				return nil, driver.Permanent(fmt.Errorf("host: links %s and %s are the same link %s", prev, linkWanted(w.LinkSpec), lp.name))
+			}
+			used[idx] = linkWanted(w.LinkSpec)
 		}
-		used[a.Index] = linkWanted(w.LinkSpec)
 		if w.Name != "" {
-			p.byName[w.Name] = l
+			p.links[w.Name] = lp
 		}
-		p.planLink(w, l)
-		for _, pfx := range w.addrs {
-			wantAddrs[addrKey{Link: a.Name, CIDR: pfx.String()}] = true
+		p.order = append(p.order, lp)
+	}
+	wantAddrs := map[addrKey]bool{}
+	for _, lp := range p.order {
+		if err := p.planMember(lp); err != nil {
+			return nil, err
+		}
+		p.planLink(lp)
+		for _, pfx := range lp.w.addrs {
+			wantAddrs[addrKey{Link: lp.name, CIDR: pfx.String()}] = true
 		}
 	}
+	p.planOwnedMembers()
 	p.planOwnedAddrs(wantAddrs)
 
 	wantRoutes := map[routeKey]bool{}
-	for _, w := range routes {
+	for _, w := range want.routes {
 		if err := p.planRoute(w); err != nil {
 			return nil, err
 		}
 		wantRoutes[w.key] = true
 	}
 	p.planOwnedRoutes(wantRoutes)
-	return slices.Concat(p.links, p.addrDel, p.addrAdd, p.routeSet, p.routeDel), nil
+	p.planRules(want.rules)
+	p.planOwnedLinks()
+	slices.Reverse(p.mtuDown) // upper links first
+	return slices.Concat(p.create, p.members, p.mtuDown, p.mtuUp, p.updown, p.addrDel, p.addrAdd,
+		p.routeSet, p.ruleAdd, p.routeDel, p.ruleDel, p.linkDel), nil
 }
 
-// findLink resolves a spec: by MAC when set (the name is then only a hint and is never
-// applied), else by name. Missing hardware is Permanent.
+// resolve finds the link a spec means, planning its creation when it is of a kind
+// Plinth creates and is missing or must be re-created.
+func (p *planner) resolve(w wantLink) (*linkPlan, error) {
+	if w.Kind != "" {
+		return p.resolveCreated(w)
+	}
+	l, err := p.findLink(w)
+	if err != nil {
+		return nil, err
+	}
+	return &linkPlan{w: w, name: l.Attrs().Name, link: l}, nil
+}
+
+// findLink resolves an existing link: by MAC when set (the name is then only a hint
+// and is never applied), else by name. Missing hardware is Permanent.
 func (p *planner) findLink(w wantLink) (netlink.Link, error) {
 	if w.mac == nil {
 		if l := p.snap.linkByName(w.Name); l != nil {
@@ -153,7 +219,7 @@ func (p *planner) findLink(w wantLink) (netlink.Link, error) {
 		return nil, driver.Permanent(fmt.Errorf("host: link %s not found", linkWanted(w.LinkSpec)))
 	case 1:
 		if w.Name != "" {
-			p.d.log.Warn("host: link found by mac under another name; not renaming",
+			p.d.o.log.Warn("host: link found by mac under another name; not renaming",
 				"mac", w.MAC, "wanted", w.Name, "actual", found[0].Attrs().Name)
 		}
 		return found[0], nil
@@ -162,69 +228,101 @@ func (p *planner) findLink(w wantLink) (netlink.Link, error) {
 	}
 }
 
-func (p *planner) planLink(w wantLink, l netlink.Link) {
-	a := l.Attrs()
-	label := "link " + a.Name
-	if w.Name != "" && w.Name != a.Name {
-		label += " (wanted name " + w.Name + ", matched by mac)"
+// planLink plans a link's MTU and admin state and the addresses it lacks.
+func (p *planner) planLink(lp *linkPlan) {
+	w, ref, label := lp.w, lp.ref(), lp.label()
+	var mtu int
+	var up bool
+	if !lp.fresh {
+		a := lp.link.Attrs()
+		mtu, up = a.MTU, a.Flags&net.FlagUp != 0
 	}
-	if w.MTU > 0 && a.MTU != w.MTU {
-		p.links = append(p.links, driver.Change{
-			Summary: fmt.Sprintf("%s: mtu %d -> %d", label, a.MTU, w.MTU),
-			Apply: func(ctx context.Context) error {
-				return withHandle(ctx, func(h *netlink.Handle) error {
-					if err := h.LinkSetMTU(l, w.MTU); err != nil {
-						err = fmt.Errorf("host: set mtu %d on %s: %w", w.MTU, a.Name, err)
-						if errors.Is(err, unix.EINVAL) {
-							return driver.Permanent(err) // out of the device's range
-						}
-						return err
-					}
-					return nil
-				})
-			},
-		})
-	}
-	if up := a.Flags&net.FlagUp != 0; up != w.Up {
-		verb, set := "set down", (*netlink.Handle).LinkSetDown
-		if w.Up {
-			verb, set = "set up", (*netlink.Handle).LinkSetUp
+	if w.MTU > 0 && (lp.fresh || mtu != w.MTU) {
+		summary := fmt.Sprintf("%s: mtu %d -> %d", label, mtu, w.MTU)
+		if lp.fresh {
+			summary = fmt.Sprintf("%s: set mtu %d", label, w.MTU)
 		}
-		p.links = append(p.links, driver.Change{
-			Summary: label + ": " + verb,
-			Apply: func(ctx context.Context) error {
-				return withHandle(ctx, func(h *netlink.Handle) error {
-					if err := set(h, l); err != nil {
-						return fmt.Errorf("host: %s %s: %w", verb, a.Name, err)
-					}
-					return nil
-				})
-			},
+		s := step{
+			summary: summary,
+			apply:   func(ctx context.Context) error { return setMTU(ctx, ref, w.MTU) },
+		}
+		if !lp.fresh {
+			s.undo = func(ctx context.Context) error { return setMTU(ctx, ref, mtu) }
+		}
+		if lp.fresh || w.MTU > mtu {
+			p.mtuUp = append(p.mtuUp, s)
+		} else {
+			p.mtuDown = append(p.mtuDown, s)
+		}
+	}
+	if up != w.Up && (!lp.fresh || w.Up) {
+		verb := map[bool]string{true: "set up", false: "set down"}
+		p.updown = append(p.updown, step{
+			summary: label + ": " + verb[w.Up],
+			apply:   func(ctx context.Context) error { return setUp(ctx, ref, w.Up) },
+			undo:    func(ctx context.Context) error { return setUp(ctx, ref, up) },
 		})
 	}
-	have := p.addrsOn(a.Index)
+	var have map[string]bool
+	if !lp.fresh {
+		have = p.addrsOn(lp.link.Attrs().Index)
+	}
 	for _, pfx := range w.addrs {
 		if have[pfx.String()] {
 			continue // present: kept, owned or not
 		}
-		k := addrKey{Link: a.Name, CIDR: pfx.String()}
+		k := addrKey{Link: lp.name, CIDR: pfx.String()}
 		p.intent.addrs = append(p.intent.addrs, k)
-		addr := &netlink.Addr{IPNet: toIPNet(pfx), LinkIndex: a.Index}
-		p.addrAdd = append(p.addrAdd, driver.Change{
-			Summary: fmt.Sprintf("address %s on %s: add", k.CIDR, k.Link),
-			Apply: func(ctx context.Context) error {
+		p.addrAdd = append(p.addrAdd, step{
+			summary: fmt.Sprintf("address %s on %s: add", k.CIDR, k.Link),
+			apply: func(ctx context.Context) error {
 				if err := p.intent.record(); err != nil {
 					return err
 				}
-				return withHandle(ctx, func(h *netlink.Handle) error {
-					if err := ignoreErr(h.AddrAdd(nil, addr), unix.EEXIST); err != nil {
-						return fmt.Errorf("host: add address %s on %s: %w", k.CIDR, k.Link, err)
-					}
-					return nil
-				})
+				return addAddr(ctx, ref, pfx)
+			},
+			undo: func(ctx context.Context) error {
+				if err := delAddr(ctx, ref, pfx); err != nil {
+					return err
+				}
+				return p.d.forgetAddr(k)
 			},
 		})
 	}
+}
+
+func setMTU(ctx context.Context, ref linkRef, mtu int) error {
+	return withHandle(ctx, func(h *netlink.Handle) error {
+		l, err := ref.get(h)
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetMTU(l, mtu); err != nil {
+			err = fmt.Errorf("host: set mtu %d on %s: %w", mtu, ref.name, err)
+			if errors.Is(err, unix.EINVAL) {
+				return driver.Permanent(err) // out of the device's range
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+func setUp(ctx context.Context, ref linkRef, up bool) error {
+	return withHandle(ctx, func(h *netlink.Handle) error {
+		l, err := ref.get(h)
+		if err != nil {
+			return err
+		}
+		verb, set := "set down", h.LinkSetDown
+		if up {
+			verb, set = "set up", h.LinkSetUp
+		}
+		if err := set(l); err != nil {
+			return fmt.Errorf("host: %s %s: %w", verb, ref.name, err)
+		}
+		return nil
+	})
 }
 
 // addrsOn is the set of CIDRs on link index i.
@@ -238,57 +336,18 @@ func (p *planner) addrsOn(i int) map[string]bool {
 	return out
 }
 
-// planOwnedAddrs removes the addresses Plinth added that are no longer wanted, and
-// forgets those that are already gone.
-func (p *planner) planOwnedAddrs(want map[addrKey]bool) {
-	for _, k := range p.owned.Addresses {
-		if want[k] {
-			continue
-		}
-		l := p.snap.linkByName(k.Link)
-		if l == nil || !p.addrsOn(l.Attrs().Index)[k.CIDR] {
-			p.addrDel = append(p.addrDel, driver.Change{
-				Summary: fmt.Sprintf("address %s on %s: forget (already gone)", k.CIDR, k.Link),
-				Apply:   func(context.Context) error { return p.d.forgetAddr(k) },
-			})
-			continue
-		}
-		idx := l.Attrs().Index
-		p.addrDel = append(p.addrDel, driver.Change{
-			Summary: fmt.Sprintf("address %s on %s: remove", k.CIDR, k.Link),
-			Apply: func(ctx context.Context) error {
-				addr, err := netlink.ParseAddr(k.CIDR)
-				if err != nil {
-					return driver.Permanent(fmt.Errorf("host: state: %w", err))
-				}
-				addr.LinkIndex = idx
-				err = withHandle(ctx, func(h *netlink.Handle) error {
-					return ignoreErr(h.AddrDel(nil, addr), unix.EADDRNOTAVAIL, unix.ENODEV, unix.ENOENT, unix.ESRCH)
-				})
-				if err != nil {
-					return fmt.Errorf("host: remove address %s from %s: %w", k.CIDR, k.Link, err)
-				}
-				return p.d.forgetAddr(k)
-			},
-		})
-	}
-}
-
-func (d *NetworkDriver) forgetAddr(k addrKey) error {
-	return d.state.update(func(s *ownedState) {
-		s.Addresses = slices.DeleteFunc(s.Addresses, func(o addrKey) bool { return o == k })
-	})
-}
-
 // intent records, once and before the first add, ownership of everything a Diff is
 // about to add: a crash after recording leaves owned-but-absent entries, which the
 // next Diff either adds again or forgets.
 type intent struct {
-	store  *stateStore
-	mu     sync.Mutex
-	done   bool
-	addrs  []addrKey
-	routes []routeKey
+	store   *stateStore
+	mu      sync.Mutex
+	done    bool
+	addrs   []addrKey
+	routes  []routeKey
+	links   []linkKey
+	members []memberKey
+	rules   []ruleKey
 }
 
 func (in *intent) record() error {
@@ -300,6 +359,9 @@ func (in *intent) record() error {
 	err := in.store.update(func(s *ownedState) {
 		s.Addresses = append(s.Addresses, in.addrs...)
 		s.Routes = append(s.Routes, in.routes...)
+		s.Links = append(s.Links, in.links...)
+		s.Members = append(s.Members, in.members...)
+		s.Rules = append(s.Rules, in.rules...)
 	})
 	if err != nil {
 		return err

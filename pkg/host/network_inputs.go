@@ -8,8 +8,10 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,6 +20,15 @@ type wantLink struct {
 	LinkSpec
 	mac   net.HardwareAddr
 	addrs []netip.Prefix
+	// depth orders links so that lower links come first: 0 for a link on nothing,
+	// else one more than its parent and its members.
+	depth int
+	// created links only:
+	bondMode    netlink.BondMode
+	lacpRate    netlink.BondLacpRate
+	hashPolicy  netlink.BondXmitHashPolicy
+	macvlanMode netlink.MacvlanMode
+	local, peer netip.Addr // vxlan
 }
 
 // wantRoute is a validated RouteSpec with its kernel key.
@@ -28,61 +39,87 @@ type wantRoute struct {
 	key routeKey
 }
 
-// parseNetwork decodes and validates inputs; every error is Permanent.
-func parseNetwork(raw json.RawMessage) ([]wantLink, []wantRoute, error) {
-	links, routes, err := parseNetworkInputs(raw)
-	if err != nil {
-		return nil, nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
-	}
-	return links, routes, nil
+// wantRule is a validated RuleSpec with its key.
+type wantRule struct {
+	RuleSpec
+	key ruleKey
 }
 
-func parseNetworkInputs(raw json.RawMessage) ([]wantLink, []wantRoute, error) {
+type networkWant struct {
+	links  []wantLink // sorted by depth, then as given
+	routes []wantRoute
+	rules  []wantRule
+}
+
+// parseNetwork decodes and validates inputs; every error is Permanent.
+func parseNetwork(raw json.RawMessage) (networkWant, error) {
+	w, err := parseNetworkInputs(raw)
+	if err != nil {
+		return networkWant{}, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+	}
+	return w, nil
+}
+
+func parseNetworkInputs(raw json.RawMessage) (networkWant, error) {
 	var in NetworkInputs
+	var out networkWant
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&in); err != nil {
-			return nil, nil, err
+			return out, err
 		}
 	}
-	var links []wantLink
 	names, macs := map[string]bool{}, map[string]bool{}
 	for _, s := range in.Links {
 		w, err := parseLink(s)
 		if err != nil {
-			return nil, nil, err
+			return out, err
 		}
-		if (s.Name != "" && names[s.Name]) || (w.mac != nil && macs[w.mac.String()]) {
-			return nil, nil, fmt.Errorf("link %s listed twice", linkWanted(s))
+		if (s.Name != "" && names[s.Name]) || (w.mac != nil && s.Kind == "" && macs[w.mac.String()]) {
+			return out, fmt.Errorf("link %s listed twice", linkWanted(s))
 		}
 		if s.Name != "" {
 			names[s.Name] = true
 		}
-		if w.mac != nil {
+		if w.mac != nil && s.Kind == "" {
 			macs[w.mac.String()] = true
 		}
-		links = append(links, w)
+		out.links = append(out.links, w)
 	}
-	var routes []wantRoute
+	if err := orderLinks(out.links); err != nil {
+		return out, err
+	}
 	keys := map[routeKey]bool{}
 	for _, s := range in.Routes {
 		w, err := parseRoute(s)
 		if err != nil {
-			return nil, nil, fmt.Errorf("route %q: %w", s.Dst, err)
+			return out, fmt.Errorf("route %q: %w", s.Dst, err)
 		}
 		if keys[w.key] {
-			return nil, nil, fmt.Errorf("route %s table %d metric %d listed twice", w.key.Dst, w.key.Table, w.key.Metric)
+			return out, fmt.Errorf("route %s table %d metric %d listed twice", w.key.Dst, w.key.Table, w.key.Metric)
 		}
 		keys[w.key] = true
-		routes = append(routes, w)
+		out.routes = append(out.routes, w)
 	}
-	return links, routes, nil
+	rules := map[ruleKey]bool{}
+	for _, s := range in.Rules {
+		w, err := parseRule(s)
+		if err != nil {
+			return out, fmt.Errorf("rule %d: %w", s.Priority, err)
+		}
+		if rules[w.key] {
+			return out, fmt.Errorf("rule %d listed twice", s.Priority)
+		}
+		rules[w.key] = true
+		out.rules = append(out.rules, w)
+	}
+	return out, nil
 }
 
 func parseLink(s LinkSpec) (wantLink, error) {
 	w := wantLink{LinkSpec: s}
-	if s.Name == "" && s.MAC == "" {
+	if s.Name == "" && (s.MAC == "" || s.Kind != "") {
 		return w, errors.New("link needs a name or a mac")
 	}
 	if s.MAC != "" {
@@ -95,6 +132,9 @@ func parseLink(s LinkSpec) (wantLink, error) {
 	if s.MTU < 0 || s.MTU > math.MaxUint16 {
 		return w, fmt.Errorf("link %s: mtu %d out of range", linkWanted(s), s.MTU)
 	}
+	if s.Master == s.Name && s.Master != "" || s.Parent == s.Name && s.Parent != "" {
+		return w, fmt.Errorf("link %s: cannot sit on itself", s.Name)
+	}
 	seen := map[netip.Prefix]bool{}
 	for _, a := range s.Addresses {
 		p, err := netip.ParsePrefix(a)
@@ -106,7 +146,137 @@ func parseLink(s LinkSpec) (wantLink, error) {
 			w.addrs = append(w.addrs, p)
 		}
 	}
+	if err := parseKind(&w); err != nil {
+		return w, fmt.Errorf("link %s: %w", linkWanted(s), err)
+	}
 	return w, nil
+}
+
+// parseKind checks that a link sets exactly the fields of its kind.
+func parseKind(w *wantLink) error {
+	s := w.LinkSpec
+	if (s.Kind == LinkVLAN) != (s.VLANID != 0) || (s.Kind == LinkBond) != (s.Bond != nil) ||
+		(s.Kind == LinkMacvlan) != (s.Macvlan != "") || (s.Kind == LinkVXLAN) != (s.VXLAN != nil) {
+		return fmt.Errorf("kind %q does not match its options (vlanId, bond, macvlanMode, vxlan)", s.Kind)
+	}
+	switch s.Kind {
+	case "", LinkBridge, LinkBond:
+		if s.Parent != "" {
+			return fmt.Errorf("a %s has no parent", orStr(s.Kind, "existing link"))
+		}
+	case LinkVLAN, LinkMacvlan:
+		if s.Parent == "" {
+			return fmt.Errorf("a %s needs a parent", s.Kind)
+		}
+	case LinkVXLAN:
+	default:
+		return fmt.Errorf("unknown kind %q; valid kinds are bridge, bond, vlan, macvlan, vxlan", s.Kind)
+	}
+	var ok bool
+	switch s.Kind {
+	case LinkVLAN:
+		if s.VLANID < 1 || s.VLANID > 4094 {
+			return fmt.Errorf("vlan id %d out of range 1..4094", s.VLANID)
+		}
+	case LinkBond:
+		if w.bondMode, ok = netlink.StringToBondModeMap[s.Bond.Mode]; !ok || !slices.Contains([]string{"802.3ad", "active-backup", "balance-xor"}, s.Bond.Mode) {
+			return fmt.Errorf("bond mode %q; valid modes are 802.3ad, active-backup, balance-xor", s.Bond.Mode)
+		}
+		w.lacpRate, w.hashPolicy = -1, -1
+		if s.Bond.LACPRate != "" {
+			if w.lacpRate, ok = netlink.StringToBondLacpRateMap[s.Bond.LACPRate]; !ok {
+				return fmt.Errorf("lacp rate %q; valid rates are slow, fast", s.Bond.LACPRate)
+			}
+		}
+		if s.Bond.HashPolicy != "" {
+			if w.hashPolicy, ok = netlink.StringToBondXmitHashPolicyMap[s.Bond.HashPolicy]; !ok {
+				return fmt.Errorf("hash policy %q; valid policies are layer2, layer2+3, layer3+4, encap2+3, encap3+4", s.Bond.HashPolicy)
+			}
+		}
+		if s.Bond.MIIMon < 0 {
+			return fmt.Errorf("miimon %d below 0", s.Bond.MIIMon)
+		}
+	case LinkMacvlan:
+		if w.macvlanMode, ok = macvlanModes[s.Macvlan]; !ok {
+			return fmt.Errorf("macvlan mode %q; valid modes are bridge, vepa, private, passthru", s.Macvlan)
+		}
+	case LinkVXLAN:
+		x := s.VXLAN
+		if x.VNI < 1 || x.VNI >= 1<<24 || x.Port < 0 || x.Port > math.MaxUint16 {
+			return fmt.Errorf("vxlan vni %d or port %d out of range", x.VNI, x.Port)
+		}
+		for _, a := range []struct {
+			s   string
+			dst *netip.Addr
+		}{{x.Local, &w.local}, {x.Remote, &w.peer}} {
+			if a.s == "" {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.s)
+			if err != nil {
+				return fmt.Errorf("vxlan: %w", err)
+			}
+			*a.dst = ip.Unmap()
+		}
+	}
+	return nil
+}
+
+var macvlanModes = map[string]netlink.MacvlanMode{
+	"bridge": netlink.MACVLAN_MODE_BRIDGE, "vepa": netlink.MACVLAN_MODE_VEPA,
+	"private": netlink.MACVLAN_MODE_PRIVATE, "passthru": netlink.MACVLAN_MODE_PASSTHRU,
+}
+
+// orderLinks sets each link's depth and sorts lower links first; a cycle through
+// parents and masters is an error.
+func orderLinks(links []wantLink) error {
+	idx := map[string]int{}
+	for i, l := range links {
+		if l.Name != "" {
+			idx[l.Name] = i
+		}
+	}
+	lowers := make([][]int, len(links))
+	for i, l := range links {
+		if k, ok := idx[l.Parent]; ok && l.Parent != "" {
+			lowers[i] = append(lowers[i], k)
+		}
+		if k, ok := idx[l.Master]; ok && l.Master != "" {
+			lowers[k] = append(lowers[k], i)
+		}
+	}
+	const visiting = -1
+	depth := make([]int, len(links))
+	done := make([]bool, len(links))
+	var visit func(i int) error
+	visit = func(i int) error {
+		if done[i] {
+			return nil
+		}
+		if depth[i] == visiting {
+			return fmt.Errorf("links %s form a cycle through their parents and masters", links[i].Name)
+		}
+		depth[i] = visiting
+		d := 0
+		for _, k := range lowers[i] {
+			if err := visit(k); err != nil {
+				return err
+			}
+			d = max(d, depth[k]+1)
+		}
+		depth[i], done[i] = d, true
+		return nil
+	}
+	for i := range links {
+		if err := visit(i); err != nil {
+			return err
+		}
+	}
+	for i := range links {
+		links[i].depth = depth[i]
+	}
+	slices.SortStableFunc(links, func(a, b wantLink) int { return a.depth - b.depth })
+	return nil
 }
 
 func parseRoute(s RouteSpec) (wantRoute, error) {
@@ -151,14 +321,61 @@ func parseRoute(s RouteSpec) (wantRoute, error) {
 	return w, nil
 }
 
+func parseRule(s RuleSpec) (wantRule, error) {
+	w := wantRule{RuleSpec: s}
+	k := ruleKey{Family: unix.AF_INET, Priority: s.Priority, IIF: s.IIF, OIF: s.OIF, Table: s.Table}
+	switch {
+	case s.Priority < 1 || s.Priority > 32765:
+		return w, errors.New("priority out of range 1..32765")
+	case s.Table < 1 || int64(s.Table) > math.MaxUint32:
+		return w, errors.New("table out of range")
+	case s.FWMark < 0 || int64(s.FWMark) > math.MaxUint32:
+		return w, errors.New("fwmark out of range")
+	}
+	k.Mark = uint32(s.FWMark)
+	fams := map[int]bool{}
+	for _, sel := range []struct {
+		s   string
+		dst *string
+	}{{s.From, &k.From}, {s.To, &k.To}} {
+		if sel.s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(sel.s)
+		if err != nil {
+			return w, err
+		}
+		if p != p.Masked() {
+			return w, fmt.Errorf("%s has host bits set", p)
+		}
+		*sel.dst = p.String()
+		if p.Addr().Is6() {
+			k.Family = unix.AF_INET6
+		}
+		fams[k.Family] = true
+	}
+	if len(fams) > 1 {
+		return w, errors.New("from and to differ in address family")
+	}
+	w.key = k
+	return w, nil
+}
+
 // linkWanted names a spec for messages: "eth1", "eth1 (mac 02:...)" or "mac 02:...".
 func linkWanted(s LinkSpec) string {
 	switch {
-	case s.MAC == "":
+	case s.MAC == "" || s.Kind != "":
 		return s.Name
 	case s.Name == "":
 		return "mac " + s.MAC
 	default:
 		return s.Name + " (mac " + s.MAC + ")"
 	}
+}
+
+func orStr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

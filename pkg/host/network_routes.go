@@ -34,24 +34,23 @@ func findRoute(routes []netlink.Route, k routeKey) (netlink.Route, bool) {
 // planRoute adds a missing route or replaces one whose gateway, dev, MTU or type
 // differ. Replacing a route Plinth did not add does not make it owned.
 func (p *planner) planRoute(w wantRoute) error {
-	idx := 0
+	var dev linkRef
+	fresh := false
 	if w.Dev != "" {
-		l := p.byName[w.Dev]
-		if l == nil {
-			l = p.snap.linkByName(w.Dev)
-		}
-		if l == nil {
+		if lp := p.links[w.Dev]; lp != nil {
+			dev, fresh = lp.ref(), lp.fresh
+		} else if l := p.snap.linkByName(w.Dev); l != nil {
+			dev = linkRef{name: l.Attrs().Name, index: l.Attrs().Index}
+		} else {
 			return driver.Permanent(fmt.Errorf("host: %s: link %s not found", w.describe(), w.Dev))
 		}
-		idx = l.Attrs().Index
 	}
-	want := &netlink.Route{
-		Dst:       toIPNet(w.dst),
-		LinkIndex: idx,
-		Table:     w.key.Table,
-		Priority:  w.key.Metric,
-		MTU:       w.MTU,
-		Protocol:  unix.RTPROT_STATIC,
+	want := netlink.Route{
+		Dst:      toIPNet(w.dst),
+		Table:    w.key.Table,
+		Priority: w.key.Metric,
+		MTU:      w.MTU,
+		Protocol: unix.RTPROT_STATIC,
 	}
 	if w.gw.IsValid() {
 		want.Gw = w.gw.AsSlice()
@@ -60,35 +59,65 @@ func (p *planner) planRoute(w wantRoute) error {
 	}
 
 	var summary string
-	add := false
-	if have, ok := p.routes[w.key]; ok {
-		diffs := routeDiffs(p.snap, have, w, idx)
+	have, exists := p.routes[w.key]
+	if exists {
+		diffs := routeDiffs(p.snap, have, w, dev.index)
+		if fresh {
+			diffs = append(diffs, "dev "+w.Dev+" is new")
+		}
 		if len(diffs) == 0 {
 			return nil
 		}
 		summary = fmt.Sprintf("%s: replace (%s)", w.describe(), strings.Join(diffs, ", "))
 	} else {
-		summary, add = w.describe()+": add", true
+		summary = w.describe() + ": add"
 		p.intent.routes = append(p.intent.routes, w.key)
 	}
-	p.routeSet = append(p.routeSet, driver.Change{
-		Summary: summary,
-		Apply: func(ctx context.Context) error {
-			if add {
+	s := step{
+		summary: summary,
+		apply: func(ctx context.Context) error {
+			if !exists {
 				if err := p.intent.record(); err != nil {
 					return err
 				}
 			}
 			return withHandle(ctx, func(h *netlink.Handle) error {
-				r := *want // RouteReplace may fill in fields
+				r := want // RouteReplace may fill in fields
+				if w.Dev != "" {
+					l, err := dev.get(h)
+					if err != nil {
+						return fmt.Errorf("host: %s: %w", w.describe(), err)
+					}
+					r.LinkIndex = l.Attrs().Index
+				}
 				if err := h.RouteReplace(&r); err != nil {
 					return fmt.Errorf("host: %s: %w", w.describe(), err)
 				}
 				return nil
 			})
 		},
-	})
+		undo: func(ctx context.Context) error {
+			if err := deleteRoute(ctx, w.key); err != nil {
+				return err
+			}
+			return p.d.forgetRoute(w.key)
+		},
+	}
+	if exists {
+		s.undo = func(ctx context.Context) error { return restoreRoute(ctx, have) }
+	}
+	p.routeSet = append(p.routeSet, s)
 	return nil
+}
+
+// restoreRoute puts an observed route back as it was.
+func restoreRoute(ctx context.Context, r netlink.Route) error {
+	return withHandle(ctx, func(h *netlink.Handle) error {
+		if err := h.RouteReplace(&r); err != nil {
+			return fmt.Errorf("host: restore route %s: %w", r.Dst, err)
+		}
+		return nil
+	})
 }
 
 // routeDiffs lists how have differs from w, e.g. "gateway 10.0.0.2 -> 10.0.0.1".
@@ -129,19 +158,26 @@ func (p *planner) planOwnedRoutes(want map[routeKey]bool) {
 		}
 		label := "route " + showDst(k.Dst) + keySuffix(k)
 		if _, ok := p.routes[k]; !ok {
-			p.routeDel = append(p.routeDel, driver.Change{
-				Summary: label + ": forget (already gone)",
-				Apply:   func(context.Context) error { return p.d.forgetRoute(k) },
+			p.routeDel = append(p.routeDel, step{
+				summary: label + ": forget (already gone)",
+				apply:   func(context.Context) error { return p.d.forgetRoute(k) },
 			})
 			continue
 		}
-		p.routeDel = append(p.routeDel, driver.Change{
-			Summary: label + ": remove",
-			Apply: func(ctx context.Context) error {
+		have := p.routes[k]
+		p.routeDel = append(p.routeDel, step{
+			summary: label + ": remove",
+			apply: func(ctx context.Context) error {
 				if err := deleteRoute(ctx, k); err != nil {
 					return fmt.Errorf("host: remove %s: %w", label, err)
 				}
 				return p.d.forgetRoute(k)
+			},
+			undo: func(ctx context.Context) error {
+				if err := p.d.state.update(func(s *ownedState) { s.Routes = append(s.Routes, k) }); err != nil {
+					return err
+				}
+				return restoreRoute(ctx, have)
 			},
 		})
 	}

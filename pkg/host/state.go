@@ -14,7 +14,7 @@ import (
 )
 
 // ownedFile is the state file, under the driver's state directory, that records which
-// addresses and routes Plinth added and may therefore remove.
+// links, memberships, addresses, routes and rules Plinth added and may therefore remove.
 const ownedFile = "host.network.owned.json"
 
 // addrKey identifies an owned address: the kernel name of its link and its CIDR.
@@ -31,14 +31,44 @@ type routeKey struct {
 	Metric int    `json:"metric"`
 }
 
+// linkKey identifies a link Plinth created: its name and kind.
+type linkKey struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
+// memberKey records that Plinth made Link a member of Master (both kernel names).
+type memberKey struct {
+	Link   string `json:"link"`
+	Master string `json:"master"`
+}
+
+// ruleKey identifies a policy rule by everything Plinth sets on it.
+type ruleKey struct {
+	Family   int    `json:"family"`
+	Priority int    `json:"priority"`
+	From     string `json:"from,omitempty"`
+	To       string `json:"to,omitempty"`
+	IIF      string `json:"iif,omitempty"`
+	OIF      string `json:"oif,omitempty"`
+	Mark     uint32 `json:"fwmark,omitempty"`
+	Table    int    `json:"table"`
+}
+
+// ownedState is what Plinth added to the host and may therefore remove. Version 1
+// files without links, members and rules read as owning none of them.
 type ownedState struct {
-	Version   int        `json:"version"`
-	Addresses []addrKey  `json:"addresses"`
-	Routes    []routeKey `json:"routes"`
+	Version   int         `json:"version"`
+	Addresses []addrKey   `json:"addresses"`
+	Routes    []routeKey  `json:"routes"`
+	Links     []linkKey   `json:"links,omitempty"`
+	Members   []memberKey `json:"members,omitempty"`
+	Rules     []ruleKey   `json:"rules,omitempty"`
 }
 
 func (s ownedState) ownsAddr(k addrKey) bool   { return slices.Contains(s.Addresses, k) }
 func (s ownedState) ownsRoute(k routeKey) bool { return slices.Contains(s.Routes, k) }
+func (s ownedState) ownsLink(k linkKey) bool   { return slices.Contains(s.Links, k) }
 
 // stateStore reads and atomically rewrites the state file.
 type stateStore struct {
@@ -84,6 +114,12 @@ func (s *stateStore) update(fn func(*ownedState)) error {
 		return cmp.Or(cmp.Compare(a.Table, b.Table), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.Metric, b.Metric))
 	})
 	st.Routes = slices.Compact(st.Routes)
+	slices.SortFunc(st.Links, func(a, b linkKey) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind)) })
+	st.Links = slices.Compact(st.Links)
+	slices.SortFunc(st.Members, func(a, b memberKey) int { return cmp.Or(cmp.Compare(a.Link, b.Link), cmp.Compare(a.Master, b.Master)) })
+	st.Members = slices.Compact(st.Members)
+	slices.SortFunc(st.Rules, compareRules)
+	st.Rules = slices.Compact(st.Rules)
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("host: encode state: %w", err)
@@ -92,6 +128,11 @@ func (s *stateStore) update(fn func(*ownedState)) error {
 		return fmt.Errorf("host: write state: %w", err)
 	}
 	return nil
+}
+
+func compareRules(a, b ruleKey) int {
+	return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Family, b.Family), cmp.Compare(a.From, b.From),
+		cmp.Compare(a.To, b.To), cmp.Compare(a.IIF, b.IIF), cmp.Compare(a.OIF, b.OIF), cmp.Compare(a.Mark, b.Mark), cmp.Compare(a.Table, b.Table))
 }
 
 func writeAtomic(path string, data []byte) error {

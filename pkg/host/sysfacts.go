@@ -44,6 +44,7 @@ func gatherSystem(root string, f *Facts) error {
 	if err != nil {
 		return fmt.Errorf("host: gather facts: %w", err)
 	}
+	gatherCPU(root, f)
 	return nil
 }
 

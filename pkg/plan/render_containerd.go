@@ -1,7 +1,60 @@
 package plan
 
-// renderContainerd renders containerd.config and images.import for every host that
-// runs Kubernetes. It renders nothing until that work lands.
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	cspec "github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/host"
+)
+
+// renderContainerd renders <host>/containerd.config and then <host>/images.import
+// for every host when the site runs Kubernetes; both wait for the host's network.
+// Every host gets both steps, even without archives, so kube.* steps can depend on
+// fixed IDs.
 func renderContainerd(in renderInput) ([]Step, error) {
-	return nil, nil
+	if in.site == nil || in.site.Spec.Kubernetes == nil {
+		return nil, nil
+	}
+	c := in.site.Spec.Kubernetes.EffectiveContainerd()
+	cfg, imp := ContainerdConfigInputs(c), ImageImportInputs(c)
+	var steps []Step
+	for _, h := range in.hosts {
+		name := h.Metadata.Name
+		net := StepID(name, host.KindNetwork, "")
+		cs, err := NewStep(name, cspec.KindConfig, "", cfg, net)
+		if err != nil {
+			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, cspec.KindConfig, err)
+		}
+		is, err := NewStep(name, cspec.KindImport, "", imp, cs.ID, net)
+		if err != nil {
+			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, cspec.KindImport, err)
+		}
+		steps = append(steps, cs, is)
+	}
+	return steps, nil
+}
+
+// ContainerdConfigInputs renders a containerd.config step from effective settings
+// (api.KubernetesSpec.EffectiveContainerd); mirrors come out sorted by registry.
+func ContainerdConfigInputs(c api.ContainerdSpec) cspec.ConfigInputs {
+	in := cspec.ConfigInputs{SandboxImage: c.SandboxImage, CgroupDriver: c.CgroupDriver, Snapshotter: c.Snapshotter}
+	for _, reg := range slices.Sorted(maps.Keys(c.Mirrors)) {
+		m := c.Mirrors[reg]
+		in.Mirrors = append(in.Mirrors, cspec.Mirror{
+			Registry: reg, Endpoints: slices.Clone(m.Endpoints), SkipVerify: m.SkipVerify,
+		})
+	}
+	return in
+}
+
+// ImageImportInputs renders an images.import step; archives keep their order.
+func ImageImportInputs(c api.ContainerdSpec) cspec.ImportInputs {
+	in := cspec.ImportInputs{Snapshotter: c.Snapshotter}
+	for _, a := range c.ImageArchives {
+		in.Archives = append(in.Archives, cspec.Archive{Path: a.Path, Digest: a.Digest})
+	}
+	return in
 }

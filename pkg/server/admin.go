@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,9 +102,15 @@ func PlanDiff(v state.View, file string, m *api.Manifest) ([]string, error) {
 	if errs := api.ValidateSet(file, site, all); len(errs) > 0 {
 		return nil, errs
 	}
-	desired, err := plan.Render(site, all)
+	prev := v.Allocations()
+	desired, allocs, err := plan.RenderAllocated(site, all, prev)
 	if err != nil {
 		return nil, err
+	}
+	for _, a := range allocs {
+		if !slices.Contains(prev, a) {
+			out = append(out, fmt.Sprintf("+ address %s from network %s for host %s", a.Address, a.Network, a.Host))
+		}
 	}
 	current := map[string]plan.Record{}
 	for _, r := range v.Steps("") {

@@ -142,10 +142,11 @@ func (a *applier) replan() error {
 			hosts = append(hosts, h.Host)
 		}
 	}
-	desired, err := plan.Render(site, hosts)
+	desired, allocs, err := plan.RenderAllocated(site, hosts, a.t.Allocations)
 	if err != nil {
 		return err
 	}
+	a.recordAllocations(allocs)
 	next, changed := plan.Reconcile(desired, a.t.Steps)
 	for _, id := range changed {
 		r, ok := next[id]
@@ -165,6 +166,27 @@ func (a *applier) replan() error {
 	}
 	a.t.Steps = next
 	return nil
+}
+
+// recordAllocations keeps the planner's pool allocations, with an event for each
+// address given or taken back.
+func (a *applier) recordAllocations(allocs []plan.Allocation) {
+	old := map[plan.Allocation]bool{}
+	for _, al := range a.t.Allocations {
+		old[al] = true
+	}
+	for _, al := range allocs {
+		if !old[al] {
+			a.event(EventNormal, "host/"+al.Host, "AddressAllocated", fmt.Sprintf("host %s got %s from the pool of network %s", al.Host, al.Address, al.Network))
+		}
+		delete(old, al)
+	}
+	for _, al := range a.t.Allocations {
+		if old[al] {
+			a.event(EventNormal, "host/"+al.Host, "AddressReleased", fmt.Sprintf("host %s gave %s back to the pool of network %s", al.Host, al.Address, al.Network))
+		}
+	}
+	a.t.Allocations = allocs
 }
 
 func (a *applier) createToken(b CreateToken) error {

@@ -40,6 +40,8 @@ type tables struct {
 	Coordinators map[string]*Coordinator    `json:"coordinators"`
 	// Invalid is the validation verdict on the combined stored manifest, if it fails.
 	Invalid string `json:"invalid,omitempty"`
+	// Allocations are the pool addresses the planner gave hosts (see plan.Allocate).
+	Allocations []plan.Allocation `json:"allocations,omitempty"`
 }
 
 func newTables() *tables {
@@ -245,6 +247,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	}
 	t := newTables()
 	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
+	t.Allocations = snap.Tables.Allocations
 	for k, v := range snap.Tables.Hosts {
 		t.Hosts[k] = v
 	}
@@ -428,6 +431,11 @@ func (v View) Coordinators() []Coordinator {
 
 // Invalid is the validation verdict on the stored manifest ("" when valid).
 func (v View) Invalid() string { return v.t.Invalid }
+
+// Allocations returns the pool addresses given to hosts, by network then host.
+func (v View) Allocations() []plan.Allocation {
+	return append([]plan.Allocation(nil), v.t.Allocations...)
+}
 
 func clone[T any](v T) T {
 	b, err := json.Marshal(v)

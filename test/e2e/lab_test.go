@@ -308,6 +308,52 @@ func TestLab(t *testing.T) {
 		}
 		e.waitReady(60 * time.Second)
 	})
+
+	t.Run("OVS bridges on every data host", func(t *testing.T) { testLabOVS(t, e) })
+	t.Run("host networking: bridge, macvlan, pools, rules, sysctls, rollback guard", func(t *testing.T) { testLabNetwork(t, e) })
+}
+
+// labOVS is the OVS part of the lab site: userspace bridges on every data host.
+const labOVS = `  ovs:
+    bridges:
+    - name: br-data
+      ports:
+      - {name: data0p, mtu: 8000}
+      - {name: vlan100, type: internal, vlan: 100}
+    - name: br-int
+`
+
+// testLabOVS applies the lab site with OVS and checks the bridges exist in every
+// host's own ovs-vswitchd, then that a deleted port comes back (drift repair).
+func testLabOVS(t *testing.T, e *labEnv) {
+	if err := lab.OVSAvailable(); err != nil {
+		t.Skipf("Open vSwitch: %v", err)
+	}
+	e.apply(strings.Replace(labManifest(e.n, 8000, map[string]int{"compute-0": 41}), "  networks:\n", labOVS+"  networks:\n", 1))
+	e.waitReady(90 * time.Second)
+	vsctl := func(h *lab.Host, args ...string) (string, error) {
+		out, err := exec.CommandContext(e.ctx, "ovs-vsctl", append([]string{"--db=unix:" + filepath.Join(lab.OVSRunDir(h), "db.sock")}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	for _, h := range e.l.Hosts() {
+		if out, err := vsctl(h, "list-ports", "br-data"); err != nil || out != "data0p\nvlan100" {
+			t.Errorf("%s br-data ports: %q %v", h.Name, out, err)
+		}
+		if out, _ := vsctl(h, "get", "port", "vlan100", "tag"); out != "100" {
+			t.Errorf("%s vlan100 tag %q", h.Name, out)
+		}
+	}
+	h := e.l.Host("compute-0")
+	if _, err := vsctl(h, "del-port", "br-data", "vlan100"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "vlan100 restored on compute-0", func() error {
+		if out, _ := vsctl(h, "list-ports", "br-data"); out != "data0p\nvlan100" {
+			return fmt.Errorf("ports %q", out)
+		}
+		return nil
+	})
+	e.waitReady(30 * time.Second)
 }
 
 func indexOf(name string) int {

@@ -1,0 +1,57 @@
+package ceph
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// RBDCaps are the caps of an RBD client: "profile rbd" on the monitors, and per pool
+// "profile rbd" (read-write) or "profile rbd-read-only" on the OSDs; the managers get
+// the read-write pools (rbd_support: trash purge, task queue).
+func RBDCaps(pools, readOnly []string) map[string]string {
+	var osd, mgr []string
+	for _, p := range pools {
+		osd = append(osd, "profile rbd pool="+p)
+		mgr = append(mgr, "profile rbd pool="+p)
+	}
+	for _, p := range readOnly {
+		osd = append(osd, "profile rbd-read-only pool="+p)
+	}
+	caps := map[string]string{"mon": "profile rbd"}
+	if len(osd) > 0 {
+		caps["osd"] = strings.Join(osd, ", ")
+	}
+	if len(mgr) > 0 {
+		caps["mgr"] = strings.Join(mgr, ", ")
+	}
+	return caps
+}
+
+// capsArgs renders caps as the flat list "auth get-or-create" and "auth caps" take:
+// ["mon", "profile rbd", "osd", "..."], in key order.
+func capsArgs(caps map[string]string) []string {
+	keys := make([]string, 0, len(caps))
+	for k := range caps {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		out = append(out, k, caps[k])
+	}
+	return out
+}
+
+// capsString renders caps for a summary: mon 'profile rbd'; osd '...'.
+func capsString(caps map[string]string) string {
+	a := capsArgs(caps)
+	parts := make([]string, 0, len(a)/2)
+	for i := 0; i+1 < len(a); i += 2 {
+		parts = append(parts, fmt.Sprintf("%s '%s'", a[i], a[i+1]))
+	}
+	if len(parts) == 0 {
+		return "no caps"
+	}
+	return strings.Join(parts, "; ")
+}

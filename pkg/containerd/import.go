@@ -1,0 +1,255 @@
+package containerd
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	containerd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/images"
+	"google.golang.org/grpc"
+
+	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/driver"
+)
+
+// Labels set on every image an archive provided. An image is in sync when it carries
+// the digest of an archive that names it and still points at the target it was
+// imported with (a later pull under the same name keeps labels but moves the target).
+const (
+	labelArchive = "plinth.dev/image-archive"
+	labelTarget  = "plinth.dev/image-target"
+)
+
+// ImportDriver executes images.import steps.
+type ImportDriver struct {
+	address string
+	log     *slog.Logger
+	cache   archiveCache
+}
+
+var _ driver.Driver = (*ImportDriver)(nil)
+
+// NewImportDriver returns a driver that imports through containerd's socket (Paths.Address).
+func NewImportDriver(opts ...Option) *ImportDriver {
+	o := newOptions(opts)
+	return &ImportDriver{address: o.paths.Address, log: o.log}
+}
+
+// Kind implements driver.Driver.
+func (d *ImportDriver) Kind() string { return spec.KindImport }
+
+// Diff implements driver.Driver: one change per archive whose images are missing,
+// from another archive, or not unpacked for the snapshotter.
+func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driver.Change, error) {
+	in, err := parseImport(inputs)
+	if err != nil || len(in.Archives) == 0 {
+		return nil, err
+	}
+	infos := make([]archiveInfo, len(in.Archives))
+	providers := map[string][]string{} // image name -> digests of archives naming it
+	for i, a := range in.Archives {
+		if infos[i], err = d.cache.inspect(a.Path); err != nil {
+			return nil, err
+		}
+		if a.Digest != "" && infos[i].digest != a.Digest {
+			return nil, fmt.Errorf("containerd: archive %s has digest %s, want %s (wrong file, or still being copied)", a.Path, infos[i].digest, a.Digest)
+		}
+		for _, n := range infos[i].names {
+			providers[n] = append(providers[n], infos[i].digest)
+		}
+	}
+	c, err := d.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	conn, err := dialCRI(d.address)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var changes []driver.Change
+	for i, a := range in.Archives {
+		reasons, err := d.check(ctx, c, conn, infos[i].names, providers, in.Snapshotter)
+		if err != nil {
+			return nil, err
+		}
+		if len(reasons) > 0 {
+			changes = append(changes, driver.Change{
+				Summary: fmt.Sprintf("import %s: %s", a.Path, shortList(reasons, 3)),
+				Apply:   d.importer(a.Path, infos[i].digest, in.Snapshotter),
+			})
+		}
+	}
+	return changes, nil
+}
+
+// parseImport decodes and checks inputs; bad inputs are Permanent.
+func parseImport(raw json.RawMessage) (spec.ImportInputs, error) {
+	var in spec.ImportInputs
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return in, driver.Permanent(fmt.Errorf("containerd: decode inputs: %w", err))
+	}
+	if in.Snapshotter == "" && len(in.Archives) > 0 {
+		return in, driver.Permanent(errors.New("containerd: inputs: snapshotter is required"))
+	}
+	for i, a := range in.Archives {
+		if !filepath.IsAbs(a.Path) {
+			return in, driver.Permanent(fmt.Errorf("containerd: inputs: archive path %q is not absolute", a.Path))
+		}
+		if slices.IndexFunc(in.Archives[:i], func(o spec.Archive) bool { return o.Path == a.Path }) >= 0 {
+			return in, driver.Permanent(fmt.Errorf("containerd: inputs: archive %s is listed twice", a.Path))
+		}
+	}
+	return in, nil
+}
+
+func (d *ImportDriver) dial() (*containerd.Client, error) {
+	// A missing socket fails at once instead of after the client's dial timeout.
+	if _, err := os.Stat(d.address); err != nil {
+		return nil, fmt.Errorf("containerd: connect %s (is containerd running?): %w", d.address, err)
+	}
+	c, err := containerd.New(d.address, containerd.WithDefaultNamespace(spec.Namespace), containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("containerd: connect %s: %w", d.address, err)
+	}
+	return c, nil
+}
+
+// check returns why the images of one archive are not in sync; none means they are.
+func (d *ImportDriver) check(ctx context.Context, c *containerd.Client, conn *grpc.ClientConn, names []string, providers map[string][]string, snapshotter string) ([]string, error) {
+	var reasons []string
+	for _, n := range names {
+		img, err := c.ImageService().Get(ctx, n)
+		switch {
+		case errdefs.IsNotFound(err):
+			reasons = append(reasons, n+" missing")
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("containerd: get image %s: %w", n, err)
+		}
+		if !slices.Contains(providers[n], img.Labels[labelArchive]) || img.Labels[labelTarget] != img.Target.Digest.String() {
+			reasons = append(reasons, n+" not from this archive")
+			continue
+		}
+		ok, err := containerd.NewImage(c, img).IsUnpacked(ctx, snapshotter)
+		switch {
+		case err != nil:
+			reasons = append(reasons, fmt.Sprintf("%s incomplete (%v)", n, err))
+		case !ok:
+			reasons = append(reasons, n+" not unpacked for "+snapshotter)
+		default:
+			seen, err := criHasImage(ctx, conn, n)
+			if err != nil {
+				return nil, err
+			}
+			if !seen {
+				reasons = append(reasons, n+" not seen by the CRI")
+			}
+		}
+	}
+	return reasons, nil
+}
+
+// importer returns the Apply that imports one archive, unpacks its images and labels
+// them with digest, the archive's digest as Diff saw it.
+func (d *ImportDriver) importer(path, digest, snapshotter string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		start := time.Now()
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("containerd: archive %s: %w", path, err)
+		}
+		defer f.Close()
+		c, err := d.dial()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// Hash what is imported: a file replaced since Diff must not get its labels.
+		h := sha256.New()
+		r := io.TeeReader(f, h)
+		imgs, err := c.Import(ctx, r, containerd.WithImageRefTranslator(fullRefName))
+		if err != nil {
+			return fmt.Errorf("containerd: import %s: %w", path, err)
+		}
+		if _, err := io.Copy(io.Discard, r); err != nil { // the tar's trailing padding
+			return fmt.Errorf("containerd: read %s: %w", path, err)
+		}
+		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+			return fmt.Errorf("containerd: archive %s changed while importing (%s, expected %s)", path, got, digest)
+		}
+		names := make([]string, 0, len(imgs))
+		for _, img := range imgs {
+			if err := d.finish(ctx, c, img, digest, snapshotter); err != nil {
+				return err
+			}
+			names = append(names, img.Name)
+		}
+		if err := d.waitCRI(ctx, names); err != nil {
+			return err
+		}
+		d.log.Info("containerd: imported archive", "archive", path, "images", names, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+}
+
+// finish unpacks one imported image and labels it as coming from the archive.
+func (d *ImportDriver) finish(ctx context.Context, c *containerd.Client, img images.Image, digest, snapshotter string) error {
+	i := containerd.NewImage(c, img)
+	if ok, err := i.IsUnpacked(ctx, snapshotter); err != nil || !ok {
+		if err := i.Unpack(ctx, snapshotter); err != nil {
+			return fmt.Errorf("containerd: unpack %s for %s: %w", img.Name, snapshotter, err)
+		}
+	}
+	if img.Labels == nil {
+		img.Labels = map[string]string{}
+	}
+	img.Labels[labelArchive] = digest
+	img.Labels[labelTarget] = img.Target.Digest.String()
+	if _, err := c.ImageService().Update(ctx, img, "labels."+labelArchive, "labels."+labelTarget); err != nil {
+		return fmt.Errorf("containerd: label %s: %w", img.Name, err)
+	}
+	return nil
+}
+
+// waitCRI waits until the CRI sees every name, so the kubelet never looks too early.
+func (d *ImportDriver) waitCRI(ctx context.Context, names []string) error {
+	conn, err := dialCRI(d.address)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return waitReady(ctx, func(ctx context.Context) error {
+		for _, n := range names {
+			seen, err := criHasImage(ctx, conn, n)
+			if err != nil {
+				return err
+			}
+			if !seen {
+				return fmt.Errorf("containerd: CRI does not see imported image %s", n)
+			}
+		}
+		return nil
+	}, 10*time.Second)
+}
+
+// shortList joins the first n items and counts the rest, to keep summaries one line.
+func shortList(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}

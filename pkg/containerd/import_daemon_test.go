@@ -1,0 +1,95 @@
+package containerd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/driver"
+)
+
+// TestDaemonImportWithRoot imports a docker-save and an OCI archive into a real
+// containerd: the CRI lists the images with the right IDs, a second run is a no-op, a
+// removed image is imported again, and a file that does not match its pinned digest
+// fails the step (retryably) without importing.
+func TestDaemonImportWithRoot(t *testing.T) {
+	d := newTestDaemon(t)
+	ctx := contextFor(t)
+	cfg := spec.ConfigInputs{SandboxImage: "registry.local/plinth/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs"}
+	if res := driver.Run(ctx, NewConfigDriver(filepath.Join(d.dir, "agent"), d.options()...), mustJSON(t, cfg)); !res.OK() {
+		t.Fatalf("config: %s", res.Error)
+	}
+
+	dir := t.TempDir()
+	pause, app, oci := testImage(t, 21), testImage(t, 22), testImage(t, 23)
+	dockerTar, ociTar := filepath.Join(dir, "k8s.tar"), filepath.Join(dir, "oci.tar")
+	dockerArchive(t, dockerTar, map[string]v1.Image{"registry.local/plinth/pause:3.10.2": pause, "registry.local/plinth/app:1": app})
+	ociArchive(t, ociTar, oci, map[string]string{annotationImageName: "registry.local/plinth/oci:1"})
+	f, err := os.Open(dockerTar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fileDigest(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	id := NewImportDriver(d.options()...)
+	in := spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: dockerTar, Digest: sum}, {Path: ociTar}}}
+	res := driver.Run(ctx, id, mustJSON(t, in))
+	if !res.OK() || len(res.Changes) != 2 {
+		t.Fatalf("first import: changes %q, error %q", res.Changes, res.Error)
+	}
+
+	_, is := d.cri()
+	want := map[string]v1.Image{
+		"registry.local/plinth/pause:3.10.2": pause, "registry.local/plinth/app:1": app, "registry.local/plinth/oci:1": oci,
+	}
+	checkListed := func() {
+		t.Helper()
+		tags, err := imageTags(ctx, is)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tag, img := range want {
+			cfgName, err := img.ConfigName()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tags[tag] != cfgName.String() {
+				t.Errorf("CRI lists %s as %q, want image %s (all: %v)", tag, tags[tag], cfgName, tags)
+			}
+		}
+	}
+	checkListed()
+
+	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 0 {
+		t.Fatalf("re-import: changes %q, error %q; want none", res.Changes, res.Error)
+	}
+
+	// Drift: an image removed behind Plinth's back comes back from its archive.
+	if _, err := is.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: "registry.local/plinth/app:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	drift, err := driver.Check(ctx, id, mustJSON(t, in))
+	if err != nil || len(drift) != 1 || !strings.Contains(drift[0], "registry.local/plinth/app:1 missing") {
+		t.Fatalf("drift = %q, %v; want the missing app image", drift, err)
+	}
+	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 1 {
+		t.Fatalf("repair: changes %q, error %q", res.Changes, res.Error)
+	}
+	checkListed()
+
+	// A pinned digest that does not match: fail before importing anything.
+	in.Archives[0].Digest = "sha256:" + strings.Repeat("0", 64)
+	res = driver.Run(ctx, id, mustJSON(t, in))
+	if res.OK() || !res.Retryable || !strings.Contains(res.Error, "has digest "+sum) {
+		t.Fatalf("wrong digest: %+v; want a retryable digest error", res)
+	}
+}

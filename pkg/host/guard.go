@@ -1,0 +1,151 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+)
+
+// step is one planned change with the action that undoes it. Undo restores what the
+// snapshot showed; nil means there is nothing to undo (state-only changes).
+type step struct {
+	summary string
+	apply   func(ctx context.Context) error
+	undo    func(ctx context.Context) error
+}
+
+// changes turns steps into driver changes; with a probe they run as one guarded
+// transaction (see WithReachability).
+func changes(o *options, steps []step) []driver.Change {
+	out := make([]driver.Change, len(steps))
+	if o.probe == nil {
+		for i, s := range steps {
+			out[i] = driver.Change{Summary: s.summary, Apply: s.apply}
+		}
+		return out
+	}
+	g := &guard{o: o}
+	for i, s := range steps {
+		last := i == len(steps)-1
+		out[i] = driver.Change{Summary: s.summary, Apply: func(ctx context.Context) error { return g.apply(ctx, s, last) }}
+	}
+	return out
+}
+
+// guard is the state of one guarded run: driver.Run applies changes in order and
+// stops at the first error, so the last change's Apply is where the run commits.
+type guard struct {
+	o       *options
+	mu      sync.Mutex
+	started bool
+	armed   bool
+	done    []step
+}
+
+// probeTimeout bounds one probe; the agent's probe dials each coordinator in turn.
+const probeTimeout = 10 * time.Second
+
+func (g *guard) apply(ctx context.Context, s step, last bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.started {
+		g.started = true
+		if err := g.probe(ctx); err != nil {
+			g.o.log.Warn("host: no coordinator reachable before changing the network; applying without a rollback guard", "err", err)
+		} else {
+			g.armed = true
+		}
+	}
+	if err := s.apply(ctx); err != nil {
+		if g.armed && g.probe(ctx) != nil {
+			return g.rollback(ctx, fmt.Errorf("%w, and no coordinator is reachable", err))
+		}
+		return err
+	}
+	g.done = append(g.done, s)
+	if !last || !g.armed {
+		return nil
+	}
+	deadline := time.Now().Add(g.o.rollbackTimeout)
+	var err error
+	for {
+		if err = g.probe(ctx); err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return g.rollback(ctx, fmt.Errorf("no coordinator reachable within %s after %d changes: %w", g.o.rollbackTimeout, len(g.done), err))
+}
+
+func (g *guard) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return g.o.probe(ctx)
+}
+
+// rollback undoes every applied change, newest first, and returns a Permanent error:
+// running the same changes again would cut the host off again.
+func (g *guard) rollback(ctx context.Context, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var errs []error
+	for i := len(g.done) - 1; i >= 0; i-- {
+		if u := g.done[i].undo; u != nil {
+			if err := u(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("undo %q: %w", g.done[i].summary, err))
+			}
+		}
+	}
+	n := len(g.done)
+	g.done = nil
+	if len(errs) > 0 {
+		return driver.Permanent(fmt.Errorf("host: %w; rolling back %d changes failed: %w", cause, n, errors.Join(errs...)))
+	}
+	after := "a coordinator is reachable again"
+	if err := g.probe(ctx); err != nil {
+		after = "still no coordinator reachable: " + err.Error()
+	}
+	g.o.log.Error("host: rolled back network changes", "changes", n, "cause", cause, "after", after)
+	return driver.Permanent(fmt.Errorf("host: %w; rolled back %d changes (%s)", cause, n, after))
+}
+
+// TCPProbe returns a reachability probe that succeeds once a TCP connection to any of
+// the addresses (host:port) that addrs returns opens. It dials on the calling
+// goroutine, one address after the other, so it runs in the caller's network
+// namespace.
+func TCPProbe(addrs func() ([]string, error)) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		list, err := addrs()
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return errors.New("no coordinator addresses")
+		}
+		var errs []error
+		for _, a := range list {
+			d := net.Dialer{Timeout: 2 * time.Second}
+			c, err := d.DialContext(ctx, "tcp", a)
+			if err == nil {
+				c.Close()
+				return nil
+			}
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return errors.Join(errs...)
+	}
+}

@@ -1,0 +1,262 @@
+package kubeinstall
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+// Against a real API server: kubeadm's API-only init phases with Plinth's generated
+// token and certificate key, join dry runs for a worker and the second controller
+// from what Plinth rendered, then node labels and taints and the CNI manifest.
+func TestAgainstRealAPIServer(t *testing.T) {
+	start := time.Now()
+	c := startAPICluster(t)
+	t.Logf("etcd + kube-apiserver + kube-controller-manager up in %s", time.Since(start).Round(100*time.Millisecond))
+	super := filepath.Join(c.paths.Join("/etc/kubernetes"), "super-admin.conf")
+
+	t.Run("init phases with Plinth's token and certificate key", func(t *testing.T) {
+		c.kubeadmOK("init", "phase", "upload-config", "all", "--config", c.config, "--kubeconfig", super)
+		c.kubeadmOK("init", "phase", "upload-certs", "--upload-certs", "--config", c.config, "--kubeconfig", super)
+		c.kubeadmOK("init", "phase", "bootstrap-token", "--config", c.config, "--kubeconfig", super)
+		ctx := c.ctx()
+		id := tokenID(c.nc.in.Token)
+		if ok, err := secretExists(ctx, c.admin, tokenSecret(id)); !ok || err != nil {
+			t.Fatalf("bootstrap token %s not in the cluster: %v", id, err)
+		}
+		if ok, err := secretExists(ctx, c.admin, "kubeadm-certs"); !ok || err != nil {
+			t.Fatalf("kubeadm-certs not uploaded: %v", err)
+		}
+		ids, err := plinthTokens(ctx, c.admin)
+		if err != nil || len(ids) != 1 || ids[0] != id {
+			t.Fatalf("Plinth's tokens = %v %v, want [%s]", ids, err, id)
+		}
+		// admin.conf's group is bound by kubeadm init's kubeconfig phase on a real
+		// node; bind it here as kubeadm does, since these phases skip that.
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:cluster-admins"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: "Group", Name: "kubeadm:cluster-admins"}}}
+		if _, err := c.admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		// The bootstrap signer signs cluster-info for the token: discovery needs it.
+		eventuallyT(t, 30*time.Second, "cluster-info signed", func() error {
+			cm, err := c.admin.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if _, ok := cm.Data["jws-kubeconfig-"+id]; !ok {
+				return fmt.Errorf("no signature for %s yet", id)
+			}
+			return nil
+		})
+	})
+
+	// kube.init's outputs, read from what kubeadm wrote: the admin kubeconfig and CA hash.
+	d := NewInitDriver(t.TempDir(), WithRoot(c.root))
+	outs, err := d.Outputs(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sec.setOutputs("ctl-0/kube.init", outs)
+
+	for _, host := range []string{"compute-0", "ctl-1"} {
+		t.Run("join dry-run "+host, func(t *testing.T) {
+			steps := renderSite(t, c.opts)
+			nc := renderConfigs(t, steps, c.sec, c.paths)
+			j := nc.joins[host]
+			j.NodeRegistration.IgnorePreflightErrors = []string{"all"} // no kubelet or CRI here
+			b, err := JoinYAML(j)
+			f := writeYAML(t, c.root, "join-"+host+".yaml", b, err)
+			if name, data := KubeletPatch(nc.jin[host].Node); name != "" {
+				if err := writeFile(c.paths.Join(filepath.Join(patchesDir, name)), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dry := filepath.Join(c.root, "join-dryrun-"+host)
+			start := time.Now()
+			out, err := kubeadmRun(t, []string{"KUBEADM_JOIN_DRYRUN_DIR=" + dry}, c.kubeadm, "join", "--config", f, "--dry-run")
+			if err != nil {
+				t.Fatalf("kubeadm join --dry-run: %v\n%s", err, tail(out, 25))
+			}
+			t.Logf("kubeadm join --dry-run %s ok in %s", host, time.Since(start).Round(10*time.Millisecond))
+			if host == "ctl-1" && !strings.Contains(out, "control-plane") {
+				t.Errorf("control-plane join dry run did not prepare a control plane:\n%s", tail(out, 25))
+			}
+		})
+	}
+
+	t.Run("node labels and taints", func(t *testing.T) {
+		ctx := c.ctx()
+		for _, n := range []string{"ctl-0", "ctl-1", "compute-0", "compute-1", "compute-2"} {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"team": "someone-else"}}}
+			if _, err := c.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		labels := NewLabelsDriver(t.TempDir())
+		apply := func(o siteOpts) map[string]driver.Result {
+			steps := renderSite(t, o)
+			res := map[string]driver.Result{}
+			for _, st := range steps {
+				if st.Kind == kubesteps.KindLabels {
+					res[st.ID] = driver.Run(ctx, labels, c.sec.resolve(t, st))
+				}
+			}
+			return res
+		}
+		for id, r := range apply(c.opts) {
+			if !r.OK() || len(r.Changes) == 0 {
+				t.Fatalf("%s: %+v", id, r)
+			}
+		}
+		want := map[string]map[string]string{
+			"ctl-0":     {"openstack-control-plane": "enabled"},
+			"compute-0": {"openstack-compute-node": "enabled", "openvswitch": "enabled", "rack": "r1"},
+			"compute-1": {"openstack-compute-node": "enabled", "openvswitch": "enabled", "sriov": "enabled"},
+		}
+		for n, labels := range want {
+			node, err := c.admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range labels {
+				if node.Labels[k] != v {
+					t.Errorf("%s: label %s=%q, want %q", n, k, node.Labels[k], v)
+				}
+			}
+			if node.Labels["team"] != "someone-else" {
+				t.Errorf("%s: someone else's label was touched", n)
+			}
+		}
+		assertTaint(t, c, ctx, "ctl-1", "node-role.kubernetes.io/control-plane", "", true)
+		assertTaint(t, c, ctx, "compute-1", "dedicated", "nfv", true)
+
+		for id, r := range apply(c.opts) {
+			if !r.OK() || len(r.Changes) != 0 {
+				t.Fatalf("re-applying changed something: %s: %+v", id, r)
+			}
+		}
+
+		// compute-0 loses its rack label, controllers become schedulable (AIO style).
+		o := c.opts
+		o.labels = "{}"
+		o.extra = "    schedulableControllers: true\n"
+		for id, r := range apply(o) {
+			if !r.OK() {
+				t.Fatalf("%s: %+v", id, r)
+			}
+		}
+		node, _ := c.admin.CoreV1().Nodes().Get(ctx, "compute-0", metav1.GetOptions{})
+		if _, ok := node.Labels["rack"]; ok || node.Labels["team"] != "someone-else" || node.Labels["openvswitch"] != "enabled" {
+			t.Errorf("compute-0 labels after removal: %v", node.Labels)
+		}
+		assertTaint(t, c, ctx, "ctl-1", "node-role.kubernetes.io/control-plane", "", false)
+	})
+
+	t.Run("cni manifest", func(t *testing.T) {
+		ctx := c.ctx()
+		steps := renderSite(t, c.opts)
+		st := steps[plan.StepID("ctl-0", kubesteps.KindCNI, "")]
+		cni := NewCNIDriver(t.TempDir(), WithRoot(c.root))
+		raw := c.sec.resolve(t, st)
+		_, err := cni.Diff(ctx, raw)
+		if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "the site ships it") {
+			t.Fatalf("a missing manifest must say so: %v", err)
+		}
+		var in kubesteps.CNIInputs
+		_ = json.Unmarshal(raw, &in)
+		if err := writeFile(c.paths.Join(in.Manifest), []byte(cniManifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := driver.Run(ctx, cni, raw); !r.OK() || len(r.Changes) != 4 {
+			t.Fatalf("apply: %+v", r)
+		}
+		if r := driver.Run(ctx, cni, raw); !r.OK() || len(r.Changes) != 0 {
+			t.Fatalf("re-apply changed something: %+v", r)
+		}
+		if _, err := c.admin.CoreV1().ConfigMaps("plinth-cni-test").Get(ctx, "calico-config", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	_ = os.Remove
+}
+
+// cniManifest stands in for Calico's: a namespace, a CRD, an object of that CRD
+// (applied once the API serves it) and a ConfigMap.
+const cniManifest = `apiVersion: v1
+kind: Namespace
+metadata: {name: plinth-cni-test}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: ippools.crd.projectcalico.org}
+spec:
+  group: crd.projectcalico.org
+  names: {kind: IPPool, plural: ippools, singular: ippool, listKind: IPPoolList}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: crd.projectcalico.org/v1
+kind: IPPool
+metadata: {name: default-ipv4-ippool}
+spec: {cidr: 10.244.0.0/16}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: calico-config, namespace: plinth-cni-test}
+data: {veth_mtu: "1450"}
+`
+
+func assertTaint(t *testing.T, c *apiCluster, ctx context.Context, node, key, value string, want bool) {
+	t.Helper()
+	n, err := c.admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range n.Spec.Taints {
+		if tt.Key == key {
+			if !want {
+				t.Errorf("%s: taint %s still present", node, key)
+			} else if tt.Value != value {
+				t.Errorf("%s: taint %s=%s, want %s", node, key, tt.Value, value)
+			}
+			return
+		}
+	}
+	if want {
+		t.Errorf("%s: taint %s missing (%v)", node, key, n.Spec.Taints)
+	}
+}
+
+func eventuallyT(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}

@@ -1,0 +1,88 @@
+package kubeinstall
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ClientFunc builds a clientset from a kubeconfig's bytes; tests substitute a fake.
+type ClientFunc func(kubeconfig []byte) (kubernetes.Interface, error)
+
+// WithClients replaces how the drivers reach the API server.
+func WithClients(f ClientFunc) Option { return func(o *options) { o.clients = f } }
+
+// NewClient builds a clientset from kubeconfig bytes with short timeouts, so a step
+// observing a dead control plane fails fast and retries.
+func NewClient(kubeconfig []byte) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = 10 * time.Second
+	cfg.UserAgent = "plinth-agent"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// nodeRegistered reports whether the Node exists.
+func nodeRegistered(ctx context.Context, c kubernetes.Interface, name string) (bool, error) {
+	_, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("get node %s: %w", name, err)
+}
+
+// tokenSecret names the Secret that holds bootstrap token id.
+func tokenSecret(id string) string { return "bootstrap-token-" + id }
+
+// tokenID is the public part of "id.secret".
+func tokenID(token string) string {
+	id, _, _ := strings.Cut(token, ".")
+	return id
+}
+
+// secretExists reports whether kube-system/name exists.
+func secretExists(ctx context.Context, c kubernetes.Interface, name string) (bool, error) {
+	_, err := c.CoreV1().Secrets("kube-system").Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("get secret kube-system/%s: %w", name, err)
+}
+
+// plinthTokens lists the IDs of the bootstrap tokens Plinth created.
+func plinthTokens(ctx context.Context, c kubernetes.Interface) ([]string, error) {
+	list, err := c.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+	if err != nil {
+		return nil, fmt.Errorf("list bootstrap tokens: %w", err)
+	}
+	var ids []string
+	for _, s := range list.Items {
+		if string(s.Data["description"]) == TokenDescription {
+			ids = append(ids, string(s.Data["token-id"]))
+		}
+	}
+	return ids, nil
+}
+
+func deleteSecret(ctx context.Context, c kubernetes.Interface, name string) error {
+	err := c.CoreV1().Secrets("kube-system").Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete secret kube-system/%s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package kubeinstall
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+)
+
+// TokenDescription marks the bootstrap tokens Plinth creates, so that rotation can
+// find and delete the ones it no longer wants (and never touches anyone else's).
+const TokenDescription = "plinth: bootstrap token for joining nodes"
+
+// preflightIgnored are kubeadm checks that Plinth's own layout trips on purpose: the
+// kube-vip static pod is in place before init/join, and etcd is Plinth's systemd unit.
+var preflightIgnored = []string{"DirAvailable--etc-kubernetes-manifests", "ExternalEtcdVersion"}
+
+// InitDocs is the kubeadm init configuration of the first controller.
+type InitDocs struct {
+	Init    InitConfiguration
+	Cluster ClusterConfiguration
+	Kubelet kubeletv1beta1.KubeletConfiguration
+	Proxy   kubeproxyv1alpha1.KubeProxyConfiguration
+}
+
+// InitConfig renders kubeadm init's configuration. Secret inputs must be resolved.
+func InitConfig(in kubesteps.InitInputs, p Paths) (InitDocs, error) {
+	ttl, err := time.ParseDuration(in.TokenTTL)
+	if err != nil {
+		return InitDocs{}, fmt.Errorf("kube.init: tokenTTL %q: %w", in.TokenTTL, err)
+	}
+	port, err := endpointPort(in.Cluster.Endpoint)
+	if err != nil {
+		return InitDocs{}, err
+	}
+	d := InitDocs{
+		Init: InitConfiguration{
+			TypeMeta: metav1.TypeMeta{APIVersion: KubeadmAPIVersion, Kind: "InitConfiguration"},
+			BootstrapTokens: []BootstrapToken{{
+				Token: in.Token, Description: TokenDescription, TTL: &metav1.Duration{Duration: ttl},
+				Usages: []string{"signing", "authentication"},
+				Groups: []string{"system:bootstrappers:kubeadm:default-node-token"},
+			}},
+			NodeRegistration: registration(in.Cluster, in.Node),
+			LocalAPIEndpoint: APIEndpoint{AdvertiseAddress: in.Node.IP, BindPort: port},
+			CertificateKey:   in.CertificateKey,
+			Patches:          patches(in.Node, p),
+		},
+		Cluster: clusterConfig(in.Cluster, p),
+		Kubelet: kubeletv1beta1.KubeletConfiguration{
+			TypeMeta:     metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
+			CgroupDriver: in.Cluster.CgroupDriver,
+		},
+		Proxy: kubeproxyv1alpha1.KubeProxyConfiguration{
+			TypeMeta:    metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
+			Mode:        kubeproxyv1alpha1.ProxyMode(in.Cluster.ProxyMode),
+			ClusterCIDR: in.Cluster.PodSubnet,
+		},
+	}
+	return d, nil
+}
+
+// YAML renders the documents as one multi-document file.
+func (d InitDocs) YAML() ([]byte, error) {
+	return marshalDocs(d.Init, d.Cluster, pruned{d.Kubelet}, pruned{d.Proxy})
+}
+
+// JoinConfig renders kubeadm join's configuration for a worker or a control plane.
+func JoinConfig(in kubesteps.JoinInputs, p Paths) (JoinConfiguration, error) {
+	j := JoinConfiguration{
+		TypeMeta:         metav1.TypeMeta{APIVersion: KubeadmAPIVersion, Kind: "JoinConfiguration"},
+		NodeRegistration: registration(in.Cluster, in.Node),
+		Discovery: Discovery{BootstrapToken: &BootstrapTokenDiscovery{
+			Token: in.Token, APIServerEndpoint: in.Cluster.Endpoint, CACertHashes: []string{in.CACertHash},
+		}},
+		Patches: patches(in.Node, p),
+	}
+	if in.ControlPlane {
+		port, err := endpointPort(in.Cluster.Endpoint)
+		if err != nil {
+			return JoinConfiguration{}, err
+		}
+		j.ControlPlane = &JoinControlPlane{
+			LocalAPIEndpoint: APIEndpoint{AdvertiseAddress: in.Node.IP, BindPort: port},
+			CertificateKey:   in.CertificateKey,
+		}
+	} else {
+		j.NodeRegistration.IgnorePreflightErrors = nil
+	}
+	return j, nil
+}
+
+// JoinYAML renders a join configuration as a file.
+func JoinYAML(j JoinConfiguration) ([]byte, error) { return marshalDocs(j) }
+
+func clusterConfig(c kubesteps.Cluster, p Paths) ClusterConfiguration {
+	return ClusterConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: KubeadmAPIVersion, Kind: "ClusterConfiguration"},
+		Etcd: Etcd{External: &ExternalEtcd{
+			Endpoints: c.EtcdEndpoints,
+			CAFile:    p.etcdFile("ca.crt"),
+			CertFile:  p.etcdFile("apiserver-etcd-client.crt"),
+			KeyFile:   p.etcdFile("apiserver-etcd-client.key"),
+		}},
+		Networking:           Networking{ServiceSubnet: c.ServiceSubnet, PodSubnet: c.PodSubnet, DNSDomain: c.DNSDomain},
+		KubernetesVersion:    c.Version,
+		ControlPlaneEndpoint: c.Endpoint,
+		APIServer:            APIServer{CertSANs: c.CertSANs},
+		CertificatesDir:      p.Join(pkiDir),
+		ImageRepository:      c.ImageRepository,
+		ClusterName:          c.Name,
+	}
+}
+
+// registration is the node's kubeadm nodeRegistration: name, CRI, node IP, taints.
+func registration(c kubesteps.Cluster, n kubesteps.Node) NodeRegistrationOptions {
+	taints := make([]corev1.Taint, 0, len(n.Taints))
+	for _, t := range n.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return NodeRegistrationOptions{
+		Name: n.Name, CRISocket: c.CRISocket, Taints: taints,
+		KubeletExtraArgs:      []Arg{{Name: "node-ip", Value: n.IP}},
+		IgnorePreflightErrors: append([]string(nil), preflightIgnored...),
+		ImagePullPolicy:       string(corev1.PullIfNotPresent),
+	}
+}
+
+// patches points kubeadm at the node's kubelet patch when it reserves CPUs.
+func patches(n kubesteps.Node, p Paths) *Patches {
+	if n.ReservedCPUs == "" {
+		return nil
+	}
+	return &Patches{Directory: p.Join(patchesDir)}
+}
+
+// KubeletPatch is the per-node kubelet configuration patch for reserved CPUs: the
+// static CPU manager keeps every container off reservedSystemCPUs, so the vswitch
+// cores never run pods. Empty when the node reserves none.
+func KubeletPatch(n kubesteps.Node) (name string, data []byte) {
+	if n.ReservedCPUs == "" {
+		return "", nil
+	}
+	return "kubeletconfiguration+merge.yaml",
+		[]byte("cpuManagerPolicy: static\nreservedSystemCPUs: \"" + n.ReservedCPUs + "\"\n")
+}
+
+func endpointPort(endpoint string) (int32, error) {
+	_, ps, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return 0, fmt.Errorf("control-plane endpoint %q: %w", endpoint, err)
+	}
+	n, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("control-plane endpoint %q: bad port", endpoint)
+	}
+	return int32(n), nil
+}
+
+// pruned marshals without the zero values the upstream component types write for
+// every field they have, so the file holds only what Plinth set.
+type pruned struct{ v any }
+
+func marshalDocs(docs ...any) ([]byte, error) {
+	var b bytes.Buffer
+	for i, d := range docs {
+		var out []byte
+		var err error
+		if p, ok := d.(pruned); ok {
+			out, err = marshalPruned(p.v)
+		} else {
+			out, err = yaml.Marshal(d)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("render %T: %w", d, err)
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(out)
+	}
+	return b.Bytes(), nil
+}
+
+func marshalPruned(v any) ([]byte, error) {
+	j, err := yaml.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(j, &m); err != nil {
+		return nil, err
+	}
+	prune(m)
+	return yaml.Marshal(m)
+}
+
+// prune drops zero values ("", 0, false, "0s", null, empty maps and lists) in place
+// and reports whether m ended up empty.
+func prune(m map[string]any) bool {
+	for k, v := range m {
+		switch t := v.(type) {
+		case nil:
+			delete(m, k)
+		case string:
+			if t == "" || t == "0s" || t == "0" {
+				delete(m, k)
+			}
+		case bool:
+			if !t {
+				delete(m, k)
+			}
+		case float64:
+			if t == 0 {
+				delete(m, k)
+			}
+		case map[string]any:
+			if prune(t) {
+				delete(m, k)
+			}
+		case []any:
+			if len(t) == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return len(m) == 0
+}

@@ -1,0 +1,160 @@
+package kubeinstall
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+// k8sBin finds a Kubernetes binary built by scripts/build-k8s.sh (make k8s-bins), or
+// skips: these tests run the real kubeadm and API server.
+func k8sBin(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("PLINTH_K8S_BIN")
+	if dir == "" {
+		cache := os.Getenv("PLINTH_CACHE")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache", "plinth")
+		}
+		dir = filepath.Join(cache, "k8s", api.DefaultKubernetesVersion)
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("needs %s %s in %s: run `make k8s-bins` (scripts/build-k8s.sh)", name, api.DefaultKubernetesVersion, dir)
+	}
+	return p
+}
+
+// nodeConfigs renders every kubeadm configuration of the sample site with secrets
+// resolved: "init" for ctl-0 and the join configurations by host.
+type nodeConfigs struct {
+	init  InitDocs
+	joins map[string]JoinConfiguration
+	in    kubesteps.InitInputs
+	jin   map[string]kubesteps.JoinInputs
+}
+
+func renderConfigs(t *testing.T, steps map[string]plan.Step, sec *secrets, p Paths) nodeConfigs {
+	t.Helper()
+	nc := nodeConfigs{joins: map[string]JoinConfiguration{}, jin: map[string]kubesteps.JoinInputs{}}
+	for id, st := range steps {
+		raw := func() json.RawMessage { return sec.resolve(t, st) }
+		switch st.Kind {
+		case kubesteps.KindInit:
+			if err := json.Unmarshal(raw(), &nc.in); err != nil {
+				t.Fatal(err)
+			}
+			d, err := InitConfig(nc.in, p)
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			nc.init = d
+		case kubesteps.KindJoin, kubesteps.KindJoinControlPlane:
+			var in kubesteps.JoinInputs
+			if err := json.Unmarshal(raw(), &in); err != nil {
+				t.Fatal(err)
+			}
+			j, err := JoinConfig(in, p)
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			nc.joins[st.Host], nc.jin[st.Host] = j, in
+		}
+	}
+	return nc
+}
+
+func writeYAML(t *testing.T, dir, name string, data []byte, err error) string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func kubeadmRun(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Every configuration Plinth renders for the sample site (2 controllers, a witness,
+// 3 workers) passes `kubeadm config validate`.
+func TestKubeadmValidatesEveryRenderedConfig(t *testing.T) {
+	kubeadm := k8sBin(t, "kubeadm")
+	steps := renderSite(t, siteOpts{net: "10.213.7", witness: true})
+	sec := newSecrets()
+	sec.setOutputs("ctl-0/kube.init", map[string]string{kubesteps.OutputCACertHash: "sha256:" + strings.Repeat("ab", 32)})
+	nc := renderConfigs(t, steps, sec, Paths{})
+	if len(nc.joins) != 4 {
+		t.Fatalf("want joins for ctl-1 and 3 workers, got %d", len(nc.joins))
+	}
+	dir := t.TempDir()
+	b, err := nc.init.YAML()
+	files := map[string]string{"ctl-0": writeYAML(t, dir, "ctl-0.yaml", b, err)}
+	for host, j := range nc.joins {
+		b, err := JoinYAML(j)
+		files[host] = writeYAML(t, dir, host+".yaml", b, err)
+	}
+	if testing.Verbose() {
+		b, _ := os.ReadFile(files["ctl-0"])
+		c, _ := os.ReadFile(files["compute-1"])
+		t.Logf("ctl-0:\n%s\ncompute-1:\n%s", b, c)
+	}
+	for host, f := range files {
+		if out, err := kubeadmRun(t, nil, kubeadm, "config", "validate", "--config", f); err != nil {
+			b, _ := os.ReadFile(f)
+			t.Errorf("%s: kubeadm config validate: %v\n%s\n--- config:\n%s", host, err, out, b)
+		}
+	}
+}
+
+// kubeadm init --dry-run accepts the first controller's configuration, offline.
+func TestKubeadmInitDryRun(t *testing.T) {
+	kubeadm := k8sBin(t, "kubeadm")
+	if _, err := exec.LookPath("unshare"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and unshare (kubeadm's dry run reads interfaces; unshare -n keeps it off the network)")
+	}
+	steps := renderSite(t, siteOpts{net: "10.213.7", witness: true})
+	sec := newSecrets()
+	sec.setOutputs("ctl-0/kube.init", map[string]string{kubesteps.OutputCACertHash: "sha256:" + strings.Repeat("ab", 32)})
+	root := t.TempDir()
+	nc := renderConfigs(t, steps, sec, Paths{Root: root})
+	// This machine has no CRI or kubelet: skip every preflight check (kubeadm
+	// refuses "all" next to the checks Plinth names).
+	nc.init.Init.NodeRegistration.IgnorePreflightErrors = []string{"all"}
+	b, err := nc.init.YAML()
+	f := writeYAML(t, root, "init.yaml", b, err)
+	dry := filepath.Join(root, "dryrun")
+	start := time.Now()
+	out, err := kubeadmRun(t, []string{"KUBEADM_INIT_DRYRUN_DIR=" + dry},
+		"unshare", "-n", kubeadm, "init", "--config", f, "--dry-run")
+	if err != nil {
+		t.Fatalf("kubeadm init --dry-run: %v\n%s", err, tail(out, 30))
+	}
+	t.Logf("kubeadm init --dry-run ok in %s", time.Since(start).Round(10*time.Millisecond))
+	for _, want := range []string{"controlPlaneEndpoint: 10.213.7.10", fmt.Sprintf("- https://10.213.7.11:%d", 2379)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q", want)
+		}
+	}
+}

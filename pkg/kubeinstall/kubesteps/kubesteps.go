@@ -1,0 +1,158 @@
+// Package kubesteps is the contract between the planner and the Kubernetes drivers:
+// the step kinds, their inputs, and the names of the secrets they reference.
+//
+// It is plain data on purpose. The planner (pure, run inside Raft's Apply) imports it
+// without pulling client-go or kubeadm's types into the coordinator; pkg/kubeinstall
+// turns these inputs into kubeadm configuration on the agent. It must never do I/O.
+package kubesteps
+
+// Step kinds, in dependency order.
+const (
+	KindVIP              = "kube.vip"
+	KindEtcd             = "kube.etcd"
+	KindInit             = "kube.init"
+	KindJoinControlPlane = "kube.join-control-plane"
+	KindJoin             = "kube.join"
+	KindCNI              = "kube.cni"
+	KindLabels           = "kube.labels"
+)
+
+// Kinds lists every kube step kind.
+var Kinds = []string{KindVIP, KindEtcd, KindInit, KindJoinControlPlane, KindJoin, KindCNI, KindLabels}
+
+// Outputs of kube.init, sealed by the coordinator as output/<host>/kube.init/<key>.
+const (
+	// OutputAdminConf is the admin kubeconfig (cluster-admin through the VIP).
+	OutputAdminConf = "admin.conf"
+	// OutputCACertHash is "sha256:<hex>" of the cluster CA's public key, which joining
+	// nodes pin during discovery.
+	OutputCACertHash = "ca-cert-hash"
+)
+
+// secretRef mirrors server.SecretRef: the coordinator replaces a string input with this
+// prefix by the named secret's plaintext when it hands the step to its own host.
+const secretRef = "plinth-secret:"
+
+// Ref renders a reference to the secret name.
+func Ref(name string) string { return secretRef + name }
+
+// OutputRef references output key of the step stepID (see server.OutputSecret).
+func OutputRef(stepID, key string) string { return Ref("output/" + stepID + "/" + key) }
+
+// Taint is a node taint.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Cluster is what every node's kubeadm configuration shares.
+type Cluster struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Endpoint is the control-plane endpoint, "VIP:port" (or the first controller's).
+	Endpoint        string   `json:"endpoint"`
+	PodSubnet       string   `json:"podSubnet"`
+	ServiceSubnet   string   `json:"serviceSubnet"`
+	DNSDomain       string   `json:"dnsDomain"`
+	ImageRepository string   `json:"imageRepository"`
+	CertSANs        []string `json:"certSANs,omitempty"`
+	CgroupDriver    string   `json:"cgroupDriver"`
+	CRISocket       string   `json:"criSocket"`
+	ProxyMode       string   `json:"proxyMode"`
+	// EtcdEndpoints are the client URLs of Plinth's etcd members (external etcd).
+	EtcdEndpoints []string `json:"etcdEndpoints"`
+	// VIP says a kube-vip static pod sits in the manifests directory before kubeadm runs.
+	VIP bool `json:"vip,omitempty"`
+}
+
+// Node is one node's registration.
+type Node struct {
+	Name string `json:"name"`
+	// IP is the node's cluster-host address: kubelet's node-ip and, on controllers, the
+	// API server's advertise address.
+	IP     string  `json:"ip"`
+	Taints []Taint `json:"taints"`
+	// ReservedCPUs is the cpuset kubelet keeps pods off (DPDK vswitch cores).
+	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+}
+
+// VIPInputs renders the kube-vip static pod on a controller.
+type VIPInputs struct {
+	VIP       string `json:"vip"`
+	Port      int    `json:"port"`
+	Interface string `json:"interface"`
+	Image     string `json:"image"`
+	// FirstControlPlane uses super-admin.conf: on the node that runs kubeadm init,
+	// admin.conf has no rights until init has bound it.
+	FirstControlPlane bool `json:"firstControlPlane,omitempty"`
+}
+
+// EtcdMember is one member of Plinth's etcd.
+type EtcdMember struct {
+	Name       string `json:"name"`
+	IP         string `json:"ip"`
+	ClientPort int    `json:"clientPort"`
+	PeerPort   int    `json:"peerPort"`
+}
+
+// EtcdInputs runs one etcd member as a systemd unit.
+type EtcdInputs struct {
+	Member EtcdMember `json:"member"`
+	// Members is the whole desired membership, this member included.
+	Members []EtcdMember `json:"members"`
+	// ClusterToken is etcd's initial-cluster-token.
+	ClusterToken string `json:"clusterToken"`
+	// CA references the etcd CA (certificate and key, PEM) the coordinator generated.
+	CA      string `json:"ca"`
+	DataDir string `json:"dataDir"`
+	Binary  string `json:"binary"`
+	// APIServerClient also issues the API server's etcd client certificate (controllers).
+	APIServerClient bool `json:"apiServerClient,omitempty"`
+	// Note says what this topology survives, e.g. that it is not fault tolerant.
+	Note string `json:"note,omitempty"`
+}
+
+// InitInputs runs kubeadm init on the first controller.
+type InitInputs struct {
+	Cluster Cluster `json:"cluster"`
+	Node    Node    `json:"node"`
+	// Token references the bootstrap token "[a-z0-9]{6}.[a-z0-9]{16}".
+	Token    string `json:"token"`
+	TokenTTL string `json:"tokenTTL"`
+	// CertificateKey references the key that encrypts the uploaded control-plane
+	// certificates (64 hex digits).
+	CertificateKey string `json:"certificateKey"`
+	// ControlPlanes and Workers are the nodes that join after init; the token (and the
+	// uploaded certificates, for control planes) must stay available until each is a Node.
+	ControlPlanes []string `json:"controlPlanes,omitempty"`
+	Workers       []string `json:"workers,omitempty"`
+	Note          string   `json:"note,omitempty"`
+}
+
+// JoinInputs runs kubeadm join on a worker or a second controller.
+type JoinInputs struct {
+	Cluster    Cluster `json:"cluster"`
+	Node       Node    `json:"node"`
+	Token      string  `json:"token"`
+	CACertHash string  `json:"caCertHash"`
+	// ControlPlane joins as a control-plane node, with the certificate key.
+	ControlPlane   bool   `json:"controlPlane,omitempty"`
+	CertificateKey string `json:"certificateKey,omitempty"`
+}
+
+// LabelsInputs applies one node's Plinth-owned labels and taints.
+type LabelsInputs struct {
+	Node   string            `json:"node"`
+	Labels map[string]string `json:"labels"`
+	Taints []Taint           `json:"taints"`
+	// Kubeconfig references the admin kubeconfig kube.init produced.
+	Kubeconfig string `json:"kubeconfig"`
+}
+
+// CNIInputs applies the pod network manifest the site ships.
+type CNIInputs struct {
+	Plugin     string `json:"plugin"`
+	Manifest   string `json:"manifest"`
+	Kubeconfig string `json:"kubeconfig"`
+}

@@ -1,0 +1,41 @@
+package kubeinstall
+
+import "path/filepath"
+
+// Host paths. kubeadm's own are fixed by kubeadm; Plinth's live under /etc/plinth so
+// that `kubeadm reset` never removes them.
+const (
+	manifestsDir      = "/etc/kubernetes/manifests"
+	pkiDir            = "/etc/kubernetes/pki"
+	adminConf         = "/etc/kubernetes/admin.conf"
+	superAdminConf    = "/etc/kubernetes/super-admin.conf"
+	kubeletConf       = "/etc/kubernetes/kubelet.conf"
+	kubeletConfigFile = "/var/lib/kubelet/config.yaml"
+	apiServerManifest = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+	vipManifest       = "/etc/kubernetes/manifests/kube-vip.yaml"
+
+	kubeadmDir   = "/etc/plinth/kubeadm"
+	patchesDir   = "/etc/plinth/kubeadm/patches"
+	etcdDir      = "/etc/plinth/etcd"
+	etcdPKIDir   = "/etc/plinth/etcd/pki"
+	etcdConfig   = "/etc/plinth/etcd/etcd.yaml"
+	etcdUnitName = "plinth-etcd.service"
+	etcdUnitPath = "/etc/systemd/system/plinth-etcd.service"
+)
+
+// Paths places every host path under Root; Root is empty on a real host and a
+// temporary directory in tests.
+type Paths struct {
+	Root string
+}
+
+// Join returns the host path p under Root.
+func (p Paths) Join(path string) string {
+	if p.Root == "" {
+		return path
+	}
+	return filepath.Join(p.Root, path)
+}
+
+// etcdFile is a file of the etcd member's PKI.
+func (p Paths) etcdFile(name string) string { return p.Join(filepath.Join(etcdPKIDir, name)) }

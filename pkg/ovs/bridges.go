@@ -1,0 +1,326 @@
+package ovs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/ovs/model"
+	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
+)
+
+// BridgesDriver executes ovs.bridges steps.
+type BridgesDriver struct {
+	db   *db
+	opts options
+}
+
+var (
+	_ driver.Driver    = (*BridgesDriver)(nil)
+	_ driver.Outputter = (*BridgesDriver)(nil)
+)
+
+// Kind implements driver.Driver.
+func (d *BridgesDriver) Kind() string { return ovsspec.KindBridges }
+
+// Diff implements driver.Driver. Changes come in this order: Plinth's ports and
+// bridges that left the manifest, then per bridge: create it (with its ports) or
+// fix it, then its ports. Each change is one transaction.
+func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
+	if d.opts.skip != "" {
+		return nil, nil
+	}
+	in, err := decodeBridges(raw)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.db.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wantBridge := map[string]bool{}
+	wantPort := map[string]bool{}
+	for _, b := range in.Bridges {
+		wantBridge[b.Name] = true
+		for _, p := range b.Ports {
+			wantPort[p.Name] = true
+		}
+	}
+	var changes []driver.Change
+	for _, name := range slices.Sorted(maps.Keys(s.bridges)) {
+		if b := s.bridges[name]; !wantBridge[name] && owned(b.ExternalIDs) {
+			changes = append(changes, d.removeBridge(s, b))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.portByName)) {
+		p := s.portByName[name]
+		b := s.bridgeOfPort[p.UUID]
+		if b == nil || name == b.Name || wantPort[name] || !owned(p.ExternalIDs) || (!wantBridge[b.Name] && owned(b.ExternalIDs)) {
+			continue
+		}
+		changes = append(changes, driver.Change{
+			Summary: fmt.Sprintf("remove port %s from bridge %s", name, b.Name),
+			Apply: func(ctx context.Context) error {
+				t, err := d.db.begin(ctx, s)
+				if err != nil {
+					return err
+				}
+				t.bridgePorts(b.UUID, ovsdb.MutateOperationDelete, p.UUID)
+				return d.db.commit(ctx, t, "remove port "+name, d.opts.settle)
+			},
+		})
+	}
+	for _, b := range in.Bridges {
+		changes = append(changes, d.bridgeChanges(s, b)...)
+	}
+	return changes, nil
+}
+
+func decodeBridges(raw json.RawMessage) (ovsspec.BridgesInputs, error) {
+	var in ovsspec.BridgesInputs
+	if err := decodeInputs(raw, &in); err != nil {
+		return in, err
+	}
+	seen := map[string]bool{}
+	for _, b := range in.Bridges {
+		names := []string{b.Name}
+		for _, p := range b.Ports {
+			names = append(names, p.Name)
+			if len(p.Interfaces) == 0 {
+				return in, driver.Permanent(fmt.Errorf("ovs: bad inputs: port %s has no interfaces", p.Name))
+			}
+			for _, i := range p.Interfaces {
+				if i.Name != p.Name {
+					names = append(names, i.Name)
+				}
+			}
+		}
+		for _, n := range names {
+			if n == "" || seen[n] {
+				return in, driver.Permanent(fmt.Errorf("ovs: bad inputs: name %q is empty or used twice", n))
+			}
+			seen[n] = true
+		}
+		if b.Datapath != "netdev" && b.Datapath != "system" {
+			return in, driver.Permanent(fmt.Errorf("ovs: bad inputs: bridge %s: datapath %q, want netdev or system", b.Name, b.Datapath))
+		}
+	}
+	return in, nil
+}
+
+// bridgeChanges creates b or brings an existing bridge and its ports in line.
+func (d *BridgesDriver) bridgeChanges(s *snapshot, b ovsspec.Bridge) []driver.Change {
+	cur := s.bridges[b.Name]
+	if cur != nil {
+		if li := s.localIface(cur); li == nil || li.Ofport == nil {
+			// vswitchd never created it (system datapath without the kernel module):
+			// start over so that the check after the change explains why.
+			return []driver.Change{d.createBridge(s, b, cur, "re-create bridge "+b.Name+" (ovs-vswitchd has not created it)")}
+		}
+	}
+	if cur == nil {
+		return []driver.Change{d.createBridge(s, b, nil, "add bridge "+describeBridge(b))}
+	}
+	var changes []driver.Change
+	var fix []string
+	if cur.DatapathType != b.Datapath {
+		fix = append(fix, fmt.Sprintf("datapath_type %q → %q", cur.DatapathType, b.Datapath))
+	}
+	if !owned(cur.ExternalIDs) {
+		fix = append(fix, "adopt (created outside Plinth)")
+	}
+	if len(fix) > 0 {
+		changes = append(changes, driver.Change{
+			Summary: "bridge " + b.Name + ": " + strings.Join(fix, ", "),
+			Apply: func(ctx context.Context) error {
+				t, err := d.db.begin(ctx, s)
+				if err != nil {
+					return err
+				}
+				row := &model.Bridge{UUID: cur.UUID, DatapathType: b.Datapath}
+				t.add(t.c.Where(row).Update(row, &row.DatapathType))
+				ids := &model.Bridge{UUID: cur.UUID}
+				t.mutateMap(ids, &ids.ExternalIDs, []string{ownerKey}, map[string]string{ownerKey: ownerValue})
+				if err := d.db.commit(ctx, t, "update bridge "+b.Name, d.opts.settle); err != nil {
+					return err
+				}
+				return d.settle(ctx, b, nil)
+			},
+		})
+	}
+	for _, p := range b.Ports {
+		if c, ok := d.portChange(s, cur, p); ok {
+			changes = append(changes, c)
+		}
+	}
+	return changes
+}
+
+func (d *BridgesDriver) createBridge(s *snapshot, b ovsspec.Bridge, old *model.Bridge, summary string) driver.Change {
+	return driver.Change{
+		Summary: summary,
+		Apply: func(ctx context.Context) error {
+			t, err := d.db.begin(ctx, s)
+			if err != nil {
+				return err
+			}
+			if old != nil {
+				t.delBridge(old.UUID)
+			}
+			for _, p := range b.Ports { // ports moving here from another bridge
+				if cur := s.portByName[p.Name]; cur != nil {
+					if ob := s.bridgeOfPort[cur.UUID]; ob != nil && ob != old {
+						t.bridgePorts(ob.UUID, ovsdb.MutateOperationDelete, cur.UUID)
+					}
+				}
+			}
+			t.newBridge(b)
+			if err := d.db.commit(ctx, t, "add bridge "+b.Name, d.opts.settle); err != nil {
+				return err
+			}
+			return d.settle(ctx, b, b.Ports)
+		},
+	}
+}
+
+// portChange returns the change that adds, moves, re-creates or updates port p of
+// bridge cur, if it needs one.
+func (d *BridgesDriver) portChange(s *snapshot, cur *model.Bridge, p ovsspec.Port) (driver.Change, bool) {
+	old := s.portByName[p.Name]
+	var oldBridge *model.Bridge
+	if old != nil {
+		oldBridge = s.bridgeOfPort[old.UUID]
+	}
+	var summary string
+	inPlace := false
+	switch {
+	case old == nil || oldBridge == nil:
+		summary = "add port " + describePort(p) + " to bridge " + cur.Name
+	case oldBridge.UUID != cur.UUID:
+		summary = fmt.Sprintf("move port %s from bridge %s to %s", p.Name, oldBridge.Name, cur.Name)
+	default:
+		diffs, recreate := portChange(s, old, p)
+		if len(diffs) == 0 {
+			return driver.Change{}, false
+		}
+		verb := "update"
+		if recreate {
+			verb = "re-create"
+		}
+		summary = fmt.Sprintf("%s port %s on bridge %s: %s", verb, p.Name, cur.Name, strings.Join(diffs, ", "))
+		inPlace = !recreate
+	}
+	return driver.Change{
+		Summary: summary,
+		Apply: func(ctx context.Context) error {
+			t, err := d.db.begin(ctx, s)
+			if err != nil {
+				return err
+			}
+			if inPlace {
+				t.updatePort(s, old, p)
+			} else {
+				if oldBridge != nil {
+					t.bridgePorts(oldBridge.UUID, ovsdb.MutateOperationDelete, old.UUID)
+				}
+				t.bridgePorts(cur.UUID, ovsdb.MutateOperationInsert, t.newPort(p))
+			}
+			if err := d.db.commit(ctx, t, "port "+p.Name, d.opts.settle); err != nil {
+				return err
+			}
+			b := ovsspec.Bridge{Name: cur.Name, Datapath: cur.DatapathType}
+			return d.settle(ctx, b, []ovsspec.Port{p})
+		},
+	}, true
+}
+
+// removeBridge deletes a bridge Plinth created, unless someone else (Neutron) has
+// added ports to it: then only Plinth's ports go and the bridge is released.
+func (d *BridgesDriver) removeBridge(s *snapshot, b *model.Bridge) driver.Change {
+	var foreign, mine []string
+	var mineUUIDs []string
+	for _, p := range s.bridgePorts(b) {
+		if owned(p.ExternalIDs) {
+			mine = append(mine, p.Name)
+			mineUUIDs = append(mineUUIDs, p.UUID)
+		} else {
+			foreign = append(foreign, p.Name)
+		}
+	}
+	if len(foreign) == 0 {
+		return driver.Change{
+			Summary: "remove bridge " + b.Name,
+			Apply: func(ctx context.Context) error {
+				t, err := d.db.begin(ctx, s)
+				if err != nil {
+					return err
+				}
+				t.delBridge(b.UUID)
+				return d.db.commit(ctx, t, "remove bridge "+b.Name, d.opts.settle)
+			},
+		}
+	}
+	summary := fmt.Sprintf("release bridge %s: keep it for ports Plinth did not create (%s)", b.Name, strings.Join(foreign, ", "))
+	if len(mine) > 0 {
+		summary += "; remove Plinth's ports " + strings.Join(mine, ", ")
+	}
+	return driver.Change{
+		Summary: summary,
+		Apply: func(ctx context.Context) error {
+			t, err := d.db.begin(ctx, s)
+			if err != nil {
+				return err
+			}
+			if len(mineUUIDs) > 0 {
+				t.bridgePorts(b.UUID, ovsdb.MutateOperationDelete, mineUUIDs...)
+			}
+			ids := &model.Bridge{UUID: b.UUID}
+			t.mutateMap(ids, &ids.ExternalIDs, []string{ownerKey}, nil)
+			return d.db.commit(ctx, t, "release bridge "+b.Name, d.opts.settle)
+		},
+	}
+}
+
+func describeBridge(b ovsspec.Bridge) string {
+	s := b.Name + " (" + b.Datapath + ")"
+	if len(b.Ports) > 0 {
+		var ps []string
+		for _, p := range b.Ports {
+			ps = append(ps, describePort(p))
+		}
+		s += " with ports " + strings.Join(ps, ", ")
+	}
+	return s
+}
+
+func describePort(p ovsspec.Port) string {
+	var attrs []string
+	if len(p.Interfaces) > 1 {
+		var ms []string
+		for _, i := range p.Interfaces {
+			ms = append(ms, i.Name)
+		}
+		attrs = append(attrs, "bond "+p.BondMode+" of "+strings.Join(ms, "+"))
+		if p.LACP != "" {
+			attrs = append(attrs, "lacp "+p.LACP)
+		}
+	} else if i := p.Interfaces[0]; i.Type != ovsspec.TypeSystem {
+		attrs = append(attrs, i.Type)
+		if i.Devargs != "" {
+			attrs = append(attrs, i.Devargs)
+		}
+	}
+	if p.Tag > 0 {
+		attrs = append(attrs, fmt.Sprintf("tag %d", p.Tag))
+	}
+	if len(attrs) == 0 {
+		return p.Name
+	}
+	return p.Name + " [" + strings.Join(attrs, ", ") + "]"
+}

@@ -1,0 +1,160 @@
+package ovs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
+)
+
+// settle checks what a change created once ovs-vswitchd has applied it: the bridge
+// exists in the datapath, every interface has an ofport and no error, and links are
+// up. An interface in error is removed with its port, so that ovs-vswitchd stops
+// retrying it on every reconfiguration and flooding its log; the error quotes OVS.
+func (d *BridgesDriver) settle(ctx context.Context, b ovsspec.Bridge, ports []ovsspec.Port) error {
+	s, err := d.db.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	br := s.bridges[b.Name]
+	if br == nil {
+		return fmt.Errorf("ovs: bridge %s vanished after it was added", b.Name)
+	}
+	if li := s.localIface(br); li == nil || li.Ofport == nil || *li.Ofport < 0 {
+		msg := fmt.Sprintf("ovs: bridge %s: ovs-vswitchd could not create it with datapath %q", b.Name, br.DatapathType)
+		if br.DatapathType == "system" || br.DatapathType == "" {
+			msg += " (no openvswitch kernel module? use datapath netdev on hosts without it)"
+		}
+		if owned(br.ExternalIDs) {
+			t, err := d.db.begin(ctx, s)
+			if err != nil {
+				return err
+			}
+			t.delBridge(br.UUID)
+			if err := d.db.commit(ctx, t, "remove failed bridge "+b.Name, d.opts.settle); err != nil {
+				return fmt.Errorf("%s; removing it failed too: %w", msg, err)
+			}
+			msg += "; removed it so ovs-vswitchd stops retrying"
+		}
+		return driver.Permanent(errors.New(msg))
+	}
+	var problems []string
+	var broken []string
+	for _, p := range ports {
+		cur := s.portByName[p.Name]
+		if cur == nil {
+			return fmt.Errorf("ovs: port %s vanished after it was added", p.Name)
+		}
+		for _, i := range s.portIfaces(cur) {
+			if e := ifaceError(i); e != "" {
+				problems = append(problems, fmt.Sprintf("port %s: interface %s: %s", p.Name, i.Name, e))
+				if !slices.Contains(broken, cur.UUID) {
+					broken = append(broken, cur.UUID)
+				}
+			}
+		}
+	}
+	if len(broken) > 0 {
+		t, err := d.db.begin(ctx, s)
+		if err != nil {
+			return err
+		}
+		t.bridgePorts(br.UUID, ovsdb.MutateOperationDelete, broken...)
+		msg := "ovs: " + strings.Join(problems, "; ")
+		if err := d.db.commit(ctx, t, "remove failed ports", d.opts.settle); err != nil {
+			return fmt.Errorf("%s; removing them failed too: %w", msg, err)
+		}
+		return errors.New(msg + " (removed so ovs-vswitchd stops retrying)")
+	}
+	return d.waitLinks(ctx, ports)
+}
+
+// waitLinks waits for the links of dpdk and system interfaces to come up.
+func (d *BridgesDriver) waitLinks(ctx context.Context, ports []ovsspec.Port) error {
+	var down []string
+	err := d.db.poll(ctx, d.opts.linkWait, func(s *snapshot) bool {
+		down = linksDown(s, ports)
+		return len(down) == 0
+	})
+	if err != nil {
+		return fmt.Errorf("ovs: link down: %s", strings.Join(down, ", "))
+	}
+	return nil
+}
+
+func linksDown(s *snapshot, ports []ovsspec.Port) []string {
+	var down []string
+	for _, p := range ports {
+		for _, in := range p.Interfaces {
+			if in.Type == ovsspec.TypeInternal {
+				continue // an internal port's link follows its admin state on the host
+			}
+			if i := s.ifaceByName[in.Name]; i == nil || strOr(i.LinkState) != "up" {
+				down = append(down, in.Name)
+			}
+		}
+	}
+	return down
+}
+
+// Outputs implements driver.Outputter: every port has an ofport and no error, links
+// are up, and every DPDK interface is polled by a PMD thread on pmd-cpu-mask's CPUs.
+func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
+	if d.opts.skip != "" {
+		return map[string]string{"skipped": d.opts.skip}, nil
+	}
+	in, err := decodeBridges(raw)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.db.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var dpdk, problems []string
+	for _, b := range in.Bridges {
+		var ports []string
+		for _, p := range b.Ports {
+			var st []string
+			for _, want := range p.Interfaces {
+				i := s.ifaceByName[want.Name]
+				switch {
+				case i == nil:
+					problems = append(problems, want.Name+": missing")
+					continue
+				case ifaceError(i) != "":
+					problems = append(problems, want.Name+": "+ifaceError(i))
+				case i.Ofport == nil:
+					problems = append(problems, want.Name+": no ofport")
+				case want.Type != ovsspec.TypeInternal && strOr(i.LinkState) != "up":
+					problems = append(problems, want.Name+": link "+orNone(strOr(i.LinkState)))
+				}
+				if want.Type == ovsspec.TypeDPDK {
+					dpdk = append(dpdk, want.Name)
+				}
+				st = append(st, fmt.Sprintf("%s ofport %d link %s", want.Name, intOr(i.Ofport), orNone(strOr(i.LinkState))))
+			}
+			ports = append(ports, strings.Join(st, " + "))
+		}
+		out["bridge/"+b.Name] = strings.Join(ports, "; ")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("ovs: %s", strings.Join(problems, "; "))
+	}
+	if len(dpdk) > 0 {
+		cores, err := d.opts.checkPMD(ctx, s.root.OtherConfig["pmd-cpu-mask"], dpdk)
+		if err != nil {
+			return nil, err
+		}
+		out["pmd_cores"] = cores
+	}
+	return out, nil
+}

@@ -1,0 +1,212 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/host"
+)
+
+// renderNetwork renders per host a host.network step, and a host.sysctl and a
+// host.hugepages step when there is anything to set. The three do not depend on each
+// other; steps that need them (ovs.dpdk on hugepages, kubeadm on sysctls) name them.
+func renderNetwork(in renderInput) ([]Step, error) {
+	var steps []Step
+	for _, h := range in.hosts {
+		name := h.Metadata.Name
+		type render struct {
+			kind   string
+			inputs any
+			skip   bool
+		}
+		sc, hp := SysctlInputs(in.site, h), HugepagesInputs(h)
+		for _, r := range []render{
+			{host.KindNetwork, networkInputs(h, in.nets, in.allocs), false},
+			{host.KindSysctl, sc, len(sc.Sysctls) == 0},
+			{host.KindHugepages, hp, len(hp.Pages) == 0},
+		} {
+			if r.skip {
+				continue
+			}
+			s, err := NewStep(name, r.kind, "", r.inputs)
+			if err != nil {
+				return nil, fmt.Errorf("plan: host %s: render %s: %w", name, r.kind, err)
+			}
+			steps = append(steps, s)
+		}
+	}
+	return steps, nil
+}
+
+// NetworkInputs renders the host.network step of one host without pool
+// allocations; the planner itself passes the recorded ones.
+func NetworkInputs(h api.Host, nets map[string]api.Network) host.NetworkInputs {
+	return networkInputs(h, nets, nil)
+}
+
+// networkInputs maps interfaces onto links: an interface without its own MTU takes
+// the largest MTU of the networks it carries (bond members take the bond's, so get
+// none); it gets its static addresses, the management address when it carries the
+// mgmt network that holds it, and one pool address per network it allocates from. A
+// host that carries an oam network with a gateway gets its default route, unless it
+// declares one.
+func networkInputs(h api.Host, nets map[string]api.Network, allocs map[[2]string]string) host.NetworkInputs {
+	var in host.NetworkInputs
+	master := map[string]string{}
+	bondMember := map[string]bool{}
+	for _, ifc := range h.Spec.Interfaces {
+		for _, m := range ifc.Members {
+			master[m] = ifc.Name
+			bondMember[m] = ifc.Type == api.InterfaceBond
+		}
+	}
+	var gateways []string // oam gateways, in interface order
+	for i := range h.Spec.Interfaces {
+		ifc := &h.Spec.Interfaces[i]
+		l := host.LinkSpec{
+			Name:      ifc.Name,
+			MAC:       ifc.MAC,
+			MTU:       api.EffectiveMTU(ifc, nets),
+			Up:        ifc.State != "down",
+			Addresses: append([]string(nil), ifc.Addresses...),
+			Master:    master[ifc.Name],
+		}
+		if bondMember[ifc.Name] {
+			l.MTU = 0
+		}
+		if a := api.ManagementAddressOn(&h.Spec, ifc, nets); a != "" {
+			l.Addresses = append(l.Addresses, a)
+		}
+		for _, n := range api.AllocatesFrom(&h.Spec, ifc, nets) {
+			cidr, err := netip.ParsePrefix(nets[n].CIDR)
+			ip, ok := allocs[[2]string{n, h.Metadata.Name}]
+			if err == nil && ok {
+				l.Addresses = append(l.Addresses, ip+"/"+fmt.Sprint(cidr.Bits()))
+			}
+		}
+		linkKind(&l, ifc, nets)
+		for _, n := range ifc.Networks {
+			if net := nets[n]; net.Role == api.NetworkOAM && net.Gateway != "" && !slices.Contains(gateways, net.Gateway) {
+				gateways = append(gateways, net.Gateway)
+			}
+		}
+		in.Links = append(in.Links, l)
+	}
+	for _, r := range h.Spec.Routes {
+		in.Routes = append(in.Routes, host.RouteSpec{
+			Dst: r.To, Gateway: r.Via, Dev: r.Dev, Metric: r.Metric, MTU: r.MTU, Table: r.Table,
+		})
+	}
+	for _, gw := range gateways {
+		if !hasDefault(h.Spec.Routes, gw) {
+			in.Routes = append(in.Routes, host.RouteSpec{Dst: "default", Gateway: gw})
+		}
+	}
+	for _, r := range h.Spec.Rules {
+		in.Rules = append(in.Rules, host.RuleSpec{
+			Priority: r.Priority, From: r.From, To: r.To, IIF: r.IIF, OIF: r.OIF, FWMark: r.FWMark, Table: r.Table,
+		})
+	}
+	return in
+}
+
+// linkKind fills in what a link of the interface's type is made of.
+func linkKind(l *host.LinkSpec, ifc *api.Interface, nets map[string]api.Network) {
+	switch ifc.Type {
+	case api.InterfaceBond:
+		b := api.BondOptions{}
+		if ifc.Bond != nil {
+			b = *ifc.Bond
+		}
+		spec := &host.BondSpec{Mode: cmp.Or(b.Mode, api.DefaultBondMode), LACPRate: b.LACPRate, HashPolicy: b.HashPolicy, MIIMon: cmp.Or(b.MIIMon, api.DefaultBondMIIMon)}
+		if spec.Mode == api.BondLACP {
+			spec.LACPRate = cmp.Or(spec.LACPRate, api.DefaultBondLACPRate)
+		}
+		if spec.Mode != api.BondActiveBackup {
+			spec.HashPolicy = cmp.Or(spec.HashPolicy, api.DefaultBondHashPolicy)
+		}
+		l.Kind, l.Bond = host.LinkBond, spec
+	case api.InterfaceBridge:
+		l.Kind = host.LinkBridge
+	case api.InterfaceVLAN:
+		l.Kind, l.Parent, l.VLANID = host.LinkVLAN, ifc.Parent, api.VLANOf(ifc, nets)
+	case api.InterfaceMacvlan:
+		mode := api.DefaultMacvlanMode
+		if ifc.Macvlan != nil {
+			mode = cmp.Or(ifc.Macvlan.Mode, mode)
+		}
+		l.Kind, l.Parent, l.Macvlan = host.LinkMacvlan, ifc.Parent, mode
+	case api.InterfaceVXLAN:
+		x := api.VXLANOptions{}
+		if ifc.VXLAN != nil {
+			x = *ifc.VXLAN
+		}
+		l.Kind, l.Parent = host.LinkVXLAN, ifc.Parent
+		l.VXLAN = &host.VXLANSpec{VNI: x.VNI, Local: x.Local, Remote: x.Remote, Port: cmp.Or(x.Port, api.DefaultVXLANPort)}
+	}
+}
+
+// hasDefault reports whether routes hold a default route of gw's family.
+func hasDefault(routes []api.Route, gw string) bool {
+	g, err := netip.ParseAddr(gw)
+	if err != nil {
+		return true
+	}
+	for _, r := range routes {
+		if r.To != "default" && r.To != "0.0.0.0/0" && r.To != "::/0" {
+			continue
+		}
+		if v, err := netip.ParseAddr(r.Via); err != nil || v.Unmap().Is4() == g.Unmap().Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+// kubernetesSysctls are what Kubernetes and the OpenStack networking agents need on
+// every host of a site that runs Kubernetes. All are per network namespace. Reverse
+// path filtering is loose: traffic between the oam, mgmt and cluster-host networks
+// may come back on another interface than it left by.
+var kubernetesSysctls = []host.SysctlSpec{
+	{Key: "net.bridge.bridge-nf-call-ip6tables", Value: "1", Optional: true},
+	{Key: "net.bridge.bridge-nf-call-iptables", Value: "1", Optional: true},
+	{Key: "net.ipv4.conf.all.rp_filter", Value: "2"},
+	{Key: "net.ipv4.conf.default.rp_filter", Value: "2"},
+	{Key: "net.ipv4.ip_forward", Value: "1"},
+}
+
+// SysctlInputs renders a host's kernel parameters: the Kubernetes ones when the site
+// declares Kubernetes, then the host's own, which win.
+func SysctlInputs(site *api.Site, h api.Host) host.SysctlInputs {
+	m := map[string]host.SysctlSpec{}
+	if site != nil && site.Spec.Kubernetes != nil {
+		for _, s := range kubernetesSysctls {
+			m[s.Key] = s
+		}
+	}
+	for k, v := range h.Spec.Sysctls {
+		m[k] = host.SysctlSpec{Key: k, Value: v}
+	}
+	out := host.SysctlInputs{Sysctls: []host.SysctlSpec{}}
+	for _, s := range m {
+		out.Sysctls = append(out.Sysctls, s)
+	}
+	slices.SortFunc(out.Sysctls, func(a, b host.SysctlSpec) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// HugepagesInputs renders a host's declared huge page reservations. (OVS-DPDK's
+// socket memory could imply them; until ovs.dpdk and this agree on that, it is left
+// to the manifest, and ovs.dpdk waits for host.hugepages where there is one.)
+func HugepagesInputs(h api.Host) host.HugepagesInputs {
+	out := host.HugepagesInputs{Pages: []host.HugepageSpec{}}
+	for _, p := range h.Spec.Hugepages {
+		if size, ok := api.HugepageSizeKB(p.Size); ok { // others are refused by validation
+			out.Pages = append(out.Pages, host.HugepageSpec{SizeKB: size, Node: p.Node, Count: p.Count})
+		}
+	}
+	return out
+}
