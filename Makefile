@@ -12,7 +12,7 @@ TAGS ?= ceph,pacific
 RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
 LAB_DIR ?= /var/tmp/plinth-lab
 
-.PHONY: help build deps test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network clean
+.PHONY: help build deps test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-lab clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -48,10 +48,16 @@ demo: build ## run the lab: coordinators + agent hosts in network namespaces, un
 demo-down: ## remove every namespace, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
 
-bench: bench-consensus bench-network ## all benchmarks (figures, not assertions)
+bench: bench-consensus bench-network bench-ovs bench-lab ## all benchmarks (figures, not assertions)
 
 bench-consensus: ## failover time and write throughput vs a 3-member etcd
 	./scripts/bench-consensus.sh
+
+bench-ovs: ## OVS-DPDK host config: driver vs the equivalent ovs-vsctl calls
+	$(GO) test -run '^$$' -bench HostConfig -benchtime 10x ./pkg/ovs/
+
+bench-lab: ## lab: apply -> Ready, agent idle RSS/CPU, dead-agent detection
+	./scripts/bench-lab.sh
 
 bench-network: ## host.network driver vs an equivalent ip -batch script
 	$(GO) test -tags "$(TAGS)" -run '^$$' -bench Network50 -benchtime 20x ./pkg/host/
