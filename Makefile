@@ -12,7 +12,7 @@ TAGS ?= ceph,pacific
 RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
 LAB_DIR ?= /var/tmp/plinth-lab
 
-.PHONY: help build deps test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-lab clean
+.PHONY: help build deps test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -32,7 +32,7 @@ test-race: ## consensus, planner and FSM tests with -race
 	$(GO) test -tags "$(TAGS)" -race -count=1 $(RACE_PKGS)
 
 test-unit: ## every other package's tests (real netlink, memberlist, TLS...)
-	$(GO) test -tags "$(TAGS)" -count=1 -timeout 15m $$($(GO) list ./... | grep -v -E '/pkg/(consensus|plan|state)$$|/test/e2e$$')
+	$(GO) test -tags "$(TAGS)" -count=1 -timeout 15m $$($(GO) list -tags "$(TAGS)" ./... | grep -v -E '/pkg/(consensus|plan|state)$$|/test/e2e$$')
 
 test-e2e: ## multi-process tests: coordinator clusters and (as root) the lab
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
@@ -48,7 +48,7 @@ demo: build ## run the lab: coordinators + agent hosts in network namespaces, un
 demo-down: ## remove every namespace, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
 
-bench: bench-consensus bench-network bench-ovs bench-lab ## all benchmarks (figures, not assertions)
+bench: bench-consensus bench-network bench-ovs bench-ceph bench-lab ## all benchmarks (figures, not assertions)
 
 bench-consensus: ## failover time and write throughput vs a 3-member etcd
 	./scripts/bench-consensus.sh
@@ -58,6 +58,9 @@ bench-ovs: ## OVS-DPDK host config: driver vs the equivalent ovs-vsctl calls
 
 bench-lab: ## lab: apply -> Ready, agent idle RSS/CPU, dead-agent detection
 	./scripts/bench-lab.sh
+
+bench-ceph: ## Ceph: default OpenStack pools and users, driver vs the ceph/rbd CLI
+	$(GO) test -tags "$(TAGS)" -run '^$$' -bench OpenStackPools -benchtime 3x ./pkg/ceph/librados/
 
 bench-network: ## host.network driver vs an equivalent ip -batch script
 	$(GO) test -tags "$(TAGS)" -run '^$$' -bench Network50 -benchtime 20x ./pkg/host/

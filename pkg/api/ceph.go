@@ -11,8 +11,8 @@ type CephSpec struct {
 	// Monitors are the monitor addresses (ip, ip:port, v1:ip:port or v2:ip:port).
 	// Empty: the "mon host" of ConfigFile.
 	Monitors []string `json:"monitors,omitempty"`
-	// ConfigFile is a ceph.conf on Host. Default: the agent's own
-	// <state-dir>/drivers/ceph/ceph.conf when present, else /etc/ceph/ceph.conf.
+	// ConfigFile is a ceph.conf on Host. Default when Monitors is empty too: the
+	// agent's --ceph-conf (/etc/ceph/ceph.conf unless set).
 	ConfigFile string `json:"configFile,omitempty"`
 	// Keyring is the admin keyring on Host. Default: what ConfigFile says, else
 	// /etc/ceph/ceph.<user>.keyring.

@@ -71,9 +71,11 @@ const (
 
 // Network is declared once per site and referenced by host interfaces.
 type Network struct {
-	Name    string `json:"name"`
-	Role    string `json:"role"`
-	CIDR    string `json:"cidr"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	CIDR string `json:"cidr"`
+	// Gateway of an oam network is the default route of the hosts that carry it,
+	// unless a host declares its own.
 	Gateway string `json:"gateway,omitempty"`
 	// VLAN is the 802.1q ID the network is tagged with; a vlan interface that carries
 	// the network and names no ID of its own takes this one.

@@ -194,3 +194,52 @@ func family(a netip.Addr) string {
 	}
 	return "IPv6"
 }
+
+type ruleKey struct {
+	prio, table, mark  int
+	from, to, iif, oif string
+}
+
+// rules checks routing policy rules.
+func (v *validator) rules(path string, rules []Rule) {
+	seen := map[ruleKey]int{}
+	for i, r := range rules {
+		p := index(path, strconv.Itoa(i))
+		switch {
+		case r.Priority == 0:
+			v.add(p+".priority", "required: the rule's priority, 1..%d", maxRulePriority)
+		case r.Priority < 0 || r.Priority > maxRulePriority:
+			v.add(p+".priority", "%d is out of range; valid priorities are 1..%d (0, 32766 and 32767 hold the kernel's rules)", r.Priority, maxRulePriority)
+		}
+		switch {
+		case r.Table == 0:
+			v.add(p+".table", "required: the routing table to look up, 1..%d", maxTable)
+		case r.Table < 0 || int64(r.Table) > maxTable:
+			v.add(p+".table", "%d is out of range; valid tables are 1..%d", r.Table, maxTable)
+		}
+		var from, to netip.Prefix
+		if r.From != "" {
+			from, _ = v.cidr(p+".from", r.From)
+		}
+		if r.To != "" {
+			to, _ = v.cidr(p+".to", r.To)
+		}
+		if from.IsValid() && to.IsValid() && from.Addr().Is4() != to.Addr().Is4() {
+			v.add(p+".to", "%s is %s but from (%s) is %s", to, family(to.Addr()), from, family(from.Addr()))
+		}
+		for _, f := range []struct{ name, s string }{{"iif", r.IIF}, {"oif", r.OIF}} {
+			if f.s != "" && !validIfName(f.s) {
+				v.add(p+"."+f.name, "%q is not a valid interface name", clip(f.s))
+			}
+		}
+		if r.FWMark < 0 || int64(r.FWMark) > math.MaxUint32 {
+			v.add(p+".fwmark", "%d is out of range; valid marks are 0..%d", r.FWMark, uint32(math.MaxUint32))
+		}
+		k := ruleKey{r.Priority, r.Table, r.FWMark, r.From, r.To, r.IIF, r.OIF}
+		if first, dup := seen[k]; dup {
+			v.add(p, "the same rule as rules[%d]", first)
+		} else {
+			seen[k] = i
+		}
+	}
+}

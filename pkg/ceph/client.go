@@ -50,9 +50,9 @@ func NewClient(dial Dialer, opts ...Option) *Client {
 	return c
 }
 
-// Resolve fills in the defaults of conn: the admin user, and the client's config
+// resolve fills in the defaults of conn: the admin user, and the client's config
 // file when conn names neither a file nor monitors.
-func (c *Client) Resolve(conn Conn) Conn {
+func (c *Client) resolve(conn Conn) Conn {
 	if conn.User == "" {
 		conn.User = "admin"
 	}
@@ -68,7 +68,7 @@ func sessionKey(c Conn) string {
 
 // session returns a session with the cluster, dialling when there is none.
 func (c *Client) session(ctx context.Context, conn Conn) (Cluster, error) {
-	conn = c.Resolve(conn)
+	conn = c.resolve(conn)
 	if conn.ConfigFile != "" {
 		if _, err := os.Stat(conn.ConfigFile); err != nil {
 			return nil, fmt.Errorf("ceph: no cluster configuration: %w (name monitors or a configFile in the manifest)", err)
@@ -111,7 +111,7 @@ func (c *Client) forget(conn Conn, err error) {
 	if err == nil || !slices.ContainsFunc(transportErrnos, func(n syscall.Errno) bool { return errors.Is(err, n) }) {
 		return
 	}
-	k := sessionKey(c.Resolve(conn))
+	k := sessionKey(c.resolve(conn))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.sessions[k]; ok {

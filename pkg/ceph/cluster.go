@@ -19,8 +19,6 @@ type Cluster interface {
 	RBDImages(pool string) ([]string, error)
 	// ObjectExists reports whether object oid exists in pool.
 	ObjectExists(pool, oid string) (bool, error)
-	// FSID is the cluster's id.
-	FSID() (string, error)
 	Close()
 }
 

@@ -1,10 +1,13 @@
 package ceph
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
 // Captured from a single-node Pacific cluster (cephtest): one host, one OSD, the
@@ -192,5 +195,28 @@ func TestInputsAreStrict(t *testing.T) {
 	}
 	if _, err := parseUser(json.RawMessage(`{"name":"u"}`)); err == nil {
 		t.Error("user without caps accepted")
+	}
+}
+
+func TestSkipTouchesNothing(t *testing.T) {
+	dial := func(context.Context, Conn) (Cluster, error) { t.Fatal("a skipping client dialled"); return nil, nil }
+	health, pool, user := NewClient(dial, WithSkip("no Ceph in this lab")).Drivers()
+	for _, d := range []driver.Driver{health, pool, user} {
+		r := driver.Run(context.Background(), d, json.RawMessage(`{}`))
+		if !r.OK() || len(r.Changes) != 0 || r.Outputs["skipped"] != "no Ceph in this lab" {
+			t.Errorf("%s: %+v", d.Kind(), r)
+		}
+	}
+}
+
+func TestMissingConfigFileSaysWhatToSet(t *testing.T) {
+	dial := func(context.Context, Conn) (Cluster, error) {
+		t.Fatal("dialled without a configuration")
+		return nil, nil
+	}
+	_, pool, _ := NewClient(dial, WithConfigFile("/nonexistent/ceph.conf")).Drivers()
+	r := driver.Run(context.Background(), pool, json.RawMessage(`{"name":"p","size":1,"minSize":1,"application":"rbd"}`))
+	if r.OK() || !strings.Contains(r.Error, "/nonexistent/ceph.conf") || !strings.Contains(r.Error, "name monitors or a configFile") {
+		t.Errorf("%+v", r)
 	}
 }

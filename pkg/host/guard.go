@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,10 @@ type step struct {
 }
 
 // changes turns steps into driver changes; with a probe they run as one guarded
-// transaction (see WithReachability).
-func changes(o *options, steps []step) []driver.Change {
+// transaction (see WithReachability). again, if set, plans what is left once they
+// are applied: the kernel may undo some of them (removing a link's last address
+// flushes its routes), and the transaction only commits once nothing is left.
+func changes(o *options, steps []step, again func(context.Context) ([]step, error)) []driver.Change {
 	out := make([]driver.Change, len(steps))
 	if o.probe == nil {
 		for i, s := range steps {
@@ -29,7 +32,7 @@ func changes(o *options, steps []step) []driver.Change {
 		}
 		return out
 	}
-	g := &guard{o: o}
+	g := &guard{o: o, again: again}
 	for i, s := range steps {
 		last := i == len(steps)-1
 		out[i] = driver.Change{Summary: s.summary, Apply: func(ctx context.Context) error { return g.apply(ctx, s, last) }}
@@ -37,10 +40,12 @@ func changes(o *options, steps []step) []driver.Change {
 	return out
 }
 
-// guard is the state of one guarded run: driver.Run applies changes in order and
-// stops at the first error, so the last change's Apply is where the run commits.
+// guard is the state of one guarded Diff: each pass of driver.Run applies one Diff's
+// changes in order and stops at the first error, so the last change's Apply is where
+// the pass commits. A later pass (changes the kernel made undone) is its own guard.
 type guard struct {
 	o       *options
+	again   func(context.Context) ([]step, error)
 	mu      sync.Mutex
 	started bool
 	armed   bool
@@ -61,15 +66,11 @@ func (g *guard) apply(ctx context.Context, s step, last bool) error {
 			g.armed = true
 		}
 	}
-	if err := s.apply(ctx); err != nil {
-		if g.armed && g.probe(ctx) != nil {
-			return g.rollback(ctx, fmt.Errorf("%w, and no coordinator is reachable", err))
-		}
+	if err := g.applyOne(ctx, s); err != nil || !last || !g.armed {
 		return err
 	}
-	g.done = append(g.done, s)
-	if !last || !g.armed {
-		return nil
+	if err := g.settle(ctx); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(g.o.rollbackTimeout)
 	var err error
@@ -85,7 +86,45 @@ func (g *guard) apply(ctx context.Context, s step, last bool) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return g.rollback(ctx, fmt.Errorf("no coordinator reachable within %s after %d changes: %w", g.o.rollbackTimeout, len(g.done), err))
+	return g.rollback(ctx, fmt.Errorf("no coordinator reachable within %s after %s: %w", g.o.rollbackTimeout, changesN(len(g.done)), err))
+}
+
+// applyOne applies s; when it fails and no coordinator answers, everything is undone.
+func (g *guard) applyOne(ctx context.Context, s step) error {
+	if err := s.apply(ctx); err != nil {
+		if g.armed && g.probe(ctx) != nil {
+			return g.rollback(ctx, fmt.Errorf("%w, and no coordinator is reachable", err))
+		}
+		return err
+	}
+	g.done = append(g.done, s)
+	return nil
+}
+
+// maxSettle bounds the extra passes settle makes, as driver.Run bounds its own.
+const maxSettle = 3
+
+// settle applies, inside the transaction, what the kernel undid of it.
+func (g *guard) settle(ctx context.Context) error {
+	if g.again == nil {
+		return nil
+	}
+	for range maxSettle {
+		more, err := g.again(ctx)
+		if err != nil && g.probe(ctx) != nil {
+			return g.rollback(ctx, fmt.Errorf("%w, and no coordinator is reachable", err))
+		}
+		if err != nil || len(more) == 0 {
+			return err
+		}
+		for _, s := range more {
+			g.o.log.Info("host: applying again what the kernel undid", "change", s.summary)
+			if err := g.applyOne(ctx, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (g *guard) probe(ctx context.Context) error {
@@ -110,14 +149,21 @@ func (g *guard) rollback(ctx context.Context, cause error) error {
 	n := len(g.done)
 	g.done = nil
 	if len(errs) > 0 {
-		return driver.Permanent(fmt.Errorf("host: %w; rolling back %d changes failed: %w", cause, n, errors.Join(errs...)))
+		return driver.Permanent(fmt.Errorf("host: %w; rolling back %s failed: %w", cause, changesN(n), errors.Join(errs...)))
 	}
 	after := "a coordinator is reachable again"
 	if err := g.probe(ctx); err != nil {
 		after = "still no coordinator reachable: " + err.Error()
 	}
 	g.o.log.Error("host: rolled back network changes", "changes", n, "cause", cause, "after", after)
-	return driver.Permanent(fmt.Errorf("host: %w; rolled back %d changes (%s)", cause, n, after))
+	return driver.Permanent(fmt.Errorf("host: %w; rolled back %s (%s)", cause, changesN(n), after))
+}
+
+func changesN(n int) string {
+	if n == 1 {
+		return "1 change"
+	}
+	return fmt.Sprintf("%d changes", n)
 }
 
 // TCPProbe returns a reachability probe that succeeds once a TCP connection to any of
@@ -133,7 +179,7 @@ func TCPProbe(addrs func() ([]string, error)) func(ctx context.Context) error {
 		if len(list) == 0 {
 			return errors.New("no coordinator addresses")
 		}
-		var errs []error
+		var errs []string
 		for _, a := range list {
 			d := net.Dialer{Timeout: 2 * time.Second}
 			c, err := d.DialContext(ctx, "tcp", a)
@@ -141,11 +187,11 @@ func TCPProbe(addrs func() ([]string, error)) func(ctx context.Context) error {
 				c.Close()
 				return nil
 			}
-			errs = append(errs, err)
+			errs = append(errs, err.Error())
 			if ctx.Err() != nil {
 				break
 			}
 		}
-		return errors.Join(errs...)
+		return errors.New(strings.Join(errs, "; "))
 	}
 }

@@ -158,3 +158,39 @@ func TestGuardUndoesEveryKind(t *testing.T) {
 		}
 	})
 }
+
+// Replacing a link's only address makes the kernel flush the routes through it: the
+// guarded transaction puts them back before it asks whether a coordinator answers.
+func TestGuardSettlesWhatTheKernelUndid(t *testing.T) {
+	n := newNS(t)
+	n.run(t, func() {
+		addVeth(t, "v0", "v1", "")
+		dir := t.TempDir()
+		at := func(addr string) []byte {
+			return mustJSON(t, NetworkInputs{
+				Links:  []LinkSpec{{Name: "v0", Up: true, Addresses: []string{addr}}, {Name: "v1", Up: true}},
+				Routes: []RouteSpec{{Dst: "10.8.0.0/16", Gateway: "10.0.0.1"}},
+			})
+		}
+		mustRun(t, NewNetworkDriver(dir), at("10.0.0.5/24"))
+		var probes atomic.Int32
+		probe := func(context.Context) error {
+			probes.Add(1)
+			if _, ok := hasRoute(t, "10.8.0.0/16", tableMain, 0); !ok {
+				return errors.New("no route to the coordinator")
+			}
+			return nil
+		}
+		d := NewNetworkDriver(dir, WithReachability(probe), WithRollbackTimeout(10*time.Millisecond))
+		res := driver.Run(context.Background(), d, at("10.0.0.6/24"))
+		if !res.OK() {
+			t.Fatalf("run %+v", res)
+		}
+		if _, ok := hasRoute(t, "10.8.0.0/16", tableMain, 0); !ok || !addrs(t, "v0")["10.0.0.6/24"] || addrs(t, "v0")["10.0.0.5/24"] {
+			t.Errorf("route %v addrs %v", ok, addrs(t, "v0"))
+		}
+		if probes.Load() != 2 {
+			t.Errorf("%d probes, want one before and one after", probes.Load())
+		}
+	})
+}

@@ -145,7 +145,7 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return changes(&d.o, steps), nil
+	return changes(&d.o, steps, nil), nil
 }
 
 // setHugepages writes a pool's count and reads it back: the kernel reserves what it

@@ -72,7 +72,7 @@ func dump(h *netlink.Handle) (snapshot, error) {
 		return snapshot{}, fmt.Errorf("list routes: %w", err)
 	}
 	rules, err := h.RuleList(netlink.FAMILY_ALL)
-	if err != nil {
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EAFNOSUPPORT) { // no policy routing: no rules
 		return snapshot{}, fmt.Errorf("list rules: %w", err)
 	}
 	return snapshot{links: links, addrs: addrs, routes: routes, rules: rules}, nil

@@ -51,6 +51,15 @@ func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]dri
 	if err != nil {
 		return nil, err
 	}
+	steps, err := d.steps(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	return changes(&d.o, steps, func(ctx context.Context) ([]step, error) { return d.steps(ctx, want) }), nil
+}
+
+// steps observes the namespace and plans what it takes to reach want.
+func (d *NetworkDriver) steps(ctx context.Context, want networkWant) ([]step, error) {
 	snap, err := observe(ctx)
 	if err != nil {
 		return nil, err
@@ -68,11 +77,7 @@ func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]dri
 			}
 		}
 	}
-	steps, err := p.plan(want)
-	if err != nil {
-		return nil, err
-	}
-	return changes(&d.o, steps), nil
+	return p.plan(want)
 }
 
 // linkPlan is a wanted link resolved against the snapshot.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // wantLink is a validated LinkSpec.
@@ -277,88 +276,6 @@ func orderLinks(links []wantLink) error {
 	}
 	slices.SortStableFunc(links, func(a, b wantLink) int { return a.depth - b.depth })
 	return nil
-}
-
-func parseRoute(s RouteSpec) (wantRoute, error) {
-	w := wantRoute{RouteSpec: s}
-	if s.Gateway != "" {
-		gw, err := netip.ParseAddr(s.Gateway)
-		if err != nil {
-			return w, fmt.Errorf("gateway: %w", err)
-		}
-		w.gw = gw
-	}
-	switch {
-	case s.Dst == "default" && w.gw.Is6():
-		w.dst = netip.MustParsePrefix("::/0")
-	case s.Dst == "default":
-		w.dst = netip.MustParsePrefix("0.0.0.0/0")
-	default:
-		p, err := netip.ParsePrefix(s.Dst)
-		if err != nil {
-			return w, err
-		}
-		if p != p.Masked() {
-			return w, fmt.Errorf("host bits set (did you mean %s?)", p.Masked())
-		}
-		w.dst = p
-	}
-	switch {
-	case s.Gateway == "" && s.Dev == "":
-		return w, errors.New("needs a gateway or a dev")
-	case w.gw.IsValid() && w.gw.Is4() != w.dst.Addr().Is4():
-		return w, errors.New("gateway and destination differ in address family")
-	case s.Metric < 0 || s.Table < 0 || s.MTU < 0 || int64(s.Table) > math.MaxUint32 || int64(s.Metric) > math.MaxUint32:
-		return w, errors.New("metric, table and mtu must be non-negative 32-bit numbers")
-	}
-	w.key = routeKey{Dst: w.dst.String(), Table: s.Table, Metric: s.Metric}
-	if w.key.Table == 0 {
-		w.key.Table = unix.RT_TABLE_MAIN
-	}
-	if w.key.Metric == 0 && w.dst.Addr().Is6() {
-		w.key.Metric = 1024 // what the kernel stores for IPv6 metric 0
-	}
-	return w, nil
-}
-
-func parseRule(s RuleSpec) (wantRule, error) {
-	w := wantRule{RuleSpec: s}
-	k := ruleKey{Family: unix.AF_INET, Priority: s.Priority, IIF: s.IIF, OIF: s.OIF, Table: s.Table}
-	switch {
-	case s.Priority < 1 || s.Priority > 32765:
-		return w, errors.New("priority out of range 1..32765")
-	case s.Table < 1 || int64(s.Table) > math.MaxUint32:
-		return w, errors.New("table out of range")
-	case s.FWMark < 0 || int64(s.FWMark) > math.MaxUint32:
-		return w, errors.New("fwmark out of range")
-	}
-	k.Mark = uint32(s.FWMark)
-	fams := map[int]bool{}
-	for _, sel := range []struct {
-		s   string
-		dst *string
-	}{{s.From, &k.From}, {s.To, &k.To}} {
-		if sel.s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(sel.s)
-		if err != nil {
-			return w, err
-		}
-		if p != p.Masked() {
-			return w, fmt.Errorf("%s has host bits set", p)
-		}
-		*sel.dst = p.String()
-		if p.Addr().Is6() {
-			k.Family = unix.AF_INET6
-		}
-		fams[k.Family] = true
-	}
-	if len(fams) > 1 {
-		return w, errors.New("from and to differ in address family")
-	}
-	w.key = k
-	return w, nil
 }
 
 // linkWanted names a spec for messages: "eth1", "eth1 (mac 02:...)" or "mac 02:...".

@@ -197,7 +197,10 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 				if err := deleteLink(ctx, old.Attrs().Name, old.Type()); err != nil {
 					return err
 				}
-				if err := p.d.state.update(func(s *ownedState) { s.Links = deleteKeys(s.Links, func(k linkKey) bool { return k.Name == w.Name }) }); err != nil {
+				was := linkKey{Name: old.Attrs().Name, Kind: old.Type()}
+				if err := p.d.state.update(func(s *ownedState) {
+					s.Links = append(deleteKeys(s.Links, func(k linkKey) bool { return k == was }), key)
+				}); err != nil {
 					return err
 				}
 			}

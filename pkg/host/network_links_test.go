@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"slices"
@@ -199,8 +200,9 @@ func TestNetworkRecreatesOwnedLinkOnly(t *testing.T) {
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "")
 		addVeth(t, "v2", "v3", "")
-		d := NewNetworkDriver(t.TempDir())
-		mv := func(parent, mode string) json2 {
+		dir := t.TempDir()
+		d := NewNetworkDriver(dir)
+		mv := func(parent, mode string) json.RawMessage {
 			return mustJSON(t, NetworkInputs{Links: []LinkSpec{
 				{Name: "v0", Up: true}, {Name: "v2", Up: true},
 				{Name: "mv0", Kind: LinkMacvlan, Parent: parent, Macvlan: mode, Up: true, Addresses: []string{"10.2.0.5/24"}},
@@ -219,6 +221,21 @@ func TestNetworkRecreatesOwnedLinkOnly(t *testing.T) {
 		}
 		if m := link(t, "mv0").(*netlink.Macvlan); m.ParentIndex != link(t, "v2").Attrs().Index || !addrs(t, "mv0")["10.2.0.5/24"] {
 			t.Errorf("mv0 %+v", m)
+		}
+		if st := readOwned(t, dir); !slices.Equal(st.Links, []linkKey{{"mv0", "macvlan"}}) {
+			t.Errorf("owned links %+v", st.Links)
+		}
+		// Another kind under the same name: re-created, and owned as the new kind.
+		got = mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "mv0", Kind: LinkBridge, Up: true}}}))
+		if len(got) < 2 || got[0] != "link mv0: re-create as bridge (kind macvlan -> bridge cannot change in place)" {
+			t.Errorf("kind change %q", got)
+		}
+		if st := readOwned(t, dir); !slices.Equal(st.Links, []linkKey{{"mv0", "bridge"}}) {
+			t.Errorf("owned links after kind change %+v", st.Links)
+		}
+		// Declared as a link that exists, it is configured and not deleted.
+		if got := mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "mv0", Up: true}}})); len(got) != 0 {
+			t.Errorf("changes %q", got)
 		}
 
 		// A link of that name Plinth did not create is never replaced.
@@ -328,8 +345,6 @@ func TestNetworkLinkInputsArePermanent(t *testing.T) {
 		}
 	}
 }
-
-type json2 = []byte
 
 func summaries(cs []driver.Change) []string {
 	out := make([]string, len(cs))

@@ -140,10 +140,14 @@ func (d *NetworkDriver) forgetMember(k memberKey) error {
 // planOwnedLinks deletes the links Plinth created that no spec names any more: links
 // on a parent first, then bridges and bonds.
 func (p *planner) planOwnedLinks() {
+	wanted := map[string]bool{}
+	for _, lp := range p.order {
+		wanted[lp.name] = true
+	}
 	var upper, lower []step
 	for _, k := range p.owned.Links {
-		if p.links[k.Name] != nil && p.links[k.Name].w.Kind != "" {
-			continue // wanted: kept, changed or re-created by resolveCreated
+		if wanted[k.Name] {
+			continue // kept, changed or re-created by resolveCreated, or now configured as it is
 		}
 		l := p.snap.linkByName(k.Name)
 		if l == nil || l.Type() != k.Kind {

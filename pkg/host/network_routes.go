@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -211,4 +213,46 @@ func (d *NetworkDriver) forgetRoute(k routeKey) error {
 	return d.state.update(func(s *ownedState) {
 		s.Routes = slices.DeleteFunc(s.Routes, func(o routeKey) bool { return o == k })
 	})
+}
+
+func parseRoute(s RouteSpec) (wantRoute, error) {
+	w := wantRoute{RouteSpec: s}
+	if s.Gateway != "" {
+		gw, err := netip.ParseAddr(s.Gateway)
+		if err != nil {
+			return w, fmt.Errorf("gateway: %w", err)
+		}
+		w.gw = gw
+	}
+	switch {
+	case s.Dst == "default" && w.gw.Is6():
+		w.dst = netip.MustParsePrefix("::/0")
+	case s.Dst == "default":
+		w.dst = netip.MustParsePrefix("0.0.0.0/0")
+	default:
+		p, err := netip.ParsePrefix(s.Dst)
+		if err != nil {
+			return w, err
+		}
+		if p != p.Masked() {
+			return w, fmt.Errorf("host bits set (did you mean %s?)", p.Masked())
+		}
+		w.dst = p
+	}
+	switch {
+	case s.Gateway == "" && s.Dev == "":
+		return w, errors.New("needs a gateway or a dev")
+	case w.gw.IsValid() && w.gw.Is4() != w.dst.Addr().Is4():
+		return w, errors.New("gateway and destination differ in address family")
+	case s.Metric < 0 || s.Table < 0 || s.MTU < 0 || int64(s.Table) > math.MaxUint32 || int64(s.Metric) > math.MaxUint32:
+		return w, errors.New("metric, table and mtu must be non-negative 32-bit numbers")
+	}
+	w.key = routeKey{Dst: w.dst.String(), Table: s.Table, Metric: s.Metric}
+	if w.key.Table == 0 {
+		w.key.Table = unix.RT_TABLE_MAIN
+	}
+	if w.key.Metric == 0 && w.dst.Addr().Is6() {
+		w.key.Metric = 1024 // what the kernel stores for IPv6 metric 0
+	}
+	return w, nil
 }

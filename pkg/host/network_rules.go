@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 
@@ -135,4 +137,44 @@ func (d *NetworkDriver) forgetRule(k ruleKey) error {
 	return d.state.update(func(s *ownedState) {
 		s.Rules = deleteKeys(s.Rules, func(o ruleKey) bool { return o == k })
 	})
+}
+
+func parseRule(s RuleSpec) (wantRule, error) {
+	w := wantRule{RuleSpec: s}
+	k := ruleKey{Family: unix.AF_INET, Priority: s.Priority, IIF: s.IIF, OIF: s.OIF, Table: s.Table}
+	switch {
+	case s.Priority < 1 || s.Priority > 32765:
+		return w, errors.New("priority out of range 1..32765")
+	case s.Table < 1 || int64(s.Table) > math.MaxUint32:
+		return w, errors.New("table out of range")
+	case s.FWMark < 0 || int64(s.FWMark) > math.MaxUint32:
+		return w, errors.New("fwmark out of range")
+	}
+	k.Mark = uint32(s.FWMark)
+	fams := map[int]bool{}
+	for _, sel := range []struct {
+		s   string
+		dst *string
+	}{{s.From, &k.From}, {s.To, &k.To}} {
+		if sel.s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(sel.s)
+		if err != nil {
+			return w, err
+		}
+		if p != p.Masked() {
+			return w, fmt.Errorf("%s has host bits set", p)
+		}
+		*sel.dst = p.String()
+		if p.Addr().Is6() {
+			k.Family = unix.AF_INET6
+		}
+		fams[k.Family] = true
+	}
+	if len(fams) > 1 {
+		return w, errors.New("from and to differ in address family")
+	}
+	w.key = k
+	return w, nil
 }

@@ -38,10 +38,10 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
 }
 
-// WithReachability guards every run that changes something: probe must succeed
-// before the first change (else the run goes unguarded, with a warning) and again
-// within the rollback timeout after the last, or every change of the run is undone
-// and the step fails without retry. The agent passes "can I reach a coordinator".
+// WithReachability guards the changes of every Diff: probe must succeed before the
+// first change (else they go unguarded, with a warning) and again within the rollback
+// timeout after the last, or every one of them is undone and the step fails without
+// retry. The agent passes "can I reach a coordinator".
 func WithReachability(probe func(ctx context.Context) error) Option {
 	return func(o *options) { o.probe = probe }
 }

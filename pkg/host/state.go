@@ -68,7 +68,6 @@ type ownedState struct {
 
 func (s ownedState) ownsAddr(k addrKey) bool   { return slices.Contains(s.Addresses, k) }
 func (s ownedState) ownsRoute(k routeKey) bool { return slices.Contains(s.Routes, k) }
-func (s ownedState) ownsLink(k linkKey) bool   { return slices.Contains(s.Links, k) }
 
 // stateStore reads and atomically rewrites the state file.
 type stateStore struct {

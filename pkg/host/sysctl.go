@@ -119,7 +119,7 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return changes(&d.o, steps), nil
+	return changes(&d.o, steps, nil), nil
 }
 
 func writeSysctl(path, key, value string) error {

@@ -93,8 +93,11 @@ func TestAgainstRealAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kubeadm join --dry-run: %v\n%s", err, tail(out, 25))
 			}
+			if strings.Contains(out, "Mutating the JoinConfiguration.Discovery") {
+				t.Fatalf("discovery with Plinth's token and CA hash failed; kubeadm fell back to its dry-run fakes:\n%s", tail(out, 25))
+			}
 			t.Logf("kubeadm join --dry-run %s ok in %s", host, time.Since(start).Round(10*time.Millisecond))
-			if host == "ctl-1" && !strings.Contains(out, "control-plane") {
+			if host == "ctl-1" && !strings.Contains(out, "[download-certs]") {
 				t.Errorf("control-plane join dry run did not prepare a control plane:\n%s", tail(out, 25))
 			}
 		})

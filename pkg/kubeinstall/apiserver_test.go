@@ -81,7 +81,7 @@ func startAPICluster(t *testing.T) *apiCluster {
 	}
 	kdir := c.paths.Join("/etc/kubernetes")
 	c.kubeadmOK("init", "phase", "certs", "all", "--config", c.config)
-	for _, kc := range []string{"super-admin", "admin", "controller-manager"} {
+	for _, kc := range []string{"super-admin", "admin"} {
 		c.kubeadmOK("init", "phase", "kubeconfig", kc, "--config", c.config, "--kubeconfig-dir", kdir)
 	}
 	c.super, err = os.ReadFile(filepath.Join(kdir, "super-admin.conf"))
@@ -106,7 +106,9 @@ func startAPICluster(t *testing.T) *apiCluster {
 		"--service-cluster-ip-range", "10.96.0.0/12", "--authorization-mode", "Node,RBAC",
 		"--enable-bootstrap-token-auth", "--endpoint-reconciler-type", "none")
 	c.waitReady()
-	c.start("kube-controller-manager", kcm, "--kubeconfig", filepath.Join(kdir, "controller-manager.conf"),
+	// controller-manager.conf points at the node's own address; the API listens on
+	// the VIP only, which super-admin.conf uses.
+	c.start("kube-controller-manager", kcm, "--kubeconfig", filepath.Join(kdir, "super-admin.conf"),
 		"--controllers", "bootstrapsigner,tokencleaner", "--leader-elect=false",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[3]))
 	if c.admin, err = NewClient(c.super); err != nil {
@@ -160,7 +162,7 @@ func (c *apiCluster) start(name, bin string, args ...string) {
 		}
 		if c.t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
-			c.t.Logf("%s log tail: %s", name, tail(string(b), 8))
+			c.t.Logf("%s log tail: %s", name, tail(string(b), 40))
 		}
 	})
 }

@@ -196,7 +196,7 @@ func (r *kubeRenderer) runtime(h string) []string {
 
 func (r *kubeRenderer) cluster() kubesteps.Cluster {
 	k := r.k
-	endpointIP := kubeNodeIP(*r.t.first, r.in.site.Spec.Networks)
+	endpointIP := r.nodeIP(*r.t.first)
 	if k.ControlPlaneVIP != "" {
 		endpointIP = k.ControlPlaneVIP
 	}
@@ -206,12 +206,12 @@ func (r *kubeRenderer) cluster() kubesteps.Cluster {
 	}
 	for _, h := range []*api.Host{r.t.first, r.t.second} {
 		if h != nil {
-			sans = append(sans, h.Metadata.Name, kubeNodeIP(*h, r.in.site.Spec.Networks))
+			sans = append(sans, h.Metadata.Name, r.nodeIP(*h))
 		}
 	}
 	var eps []string
 	for _, h := range r.t.etcd {
-		eps = append(eps, "https://"+kubeHostPort(kubeNodeIP(h, r.in.site.Spec.Networks), k.Etcd.ClientPort))
+		eps = append(eps, "https://"+kubeHostPort(r.nodeIP(h), k.Etcd.ClientPort))
 	}
 	return kubesteps.Cluster{
 		Name: r.in.site.Metadata.Name, Version: k.Version, Endpoint: kubeHostPort(endpointIP, k.APIServerPort),
@@ -224,7 +224,7 @@ func (r *kubeRenderer) cluster() kubesteps.Cluster {
 
 // node is one node's registration: address, taints, reserved CPUs.
 func (r *kubeRenderer) node(h api.Host, controlPlane bool) kubesteps.Node {
-	n := kubesteps.Node{Name: h.Metadata.Name, IP: kubeNodeIP(h, r.in.site.Spec.Networks), Taints: []kubesteps.Taint{}}
+	n := kubesteps.Node{Name: h.Metadata.Name, IP: r.nodeIP(h), Taints: []kubesteps.Taint{}}
 	if controlPlane && !r.k.SchedulableControllers {
 		n.Taints = append(n.Taints, kubesteps.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"})
 	}
@@ -292,7 +292,7 @@ func (r *kubeRenderer) etcdInputs(h api.Host, note string) kubesteps.EtcdInputs 
 	var members []kubesteps.EtcdMember
 	var self kubesteps.EtcdMember
 	for _, m := range r.t.etcd {
-		em := kubesteps.EtcdMember{Name: m.Metadata.Name, IP: kubeNodeIP(m, r.in.site.Spec.Networks),
+		em := kubesteps.EtcdMember{Name: m.Metadata.Name, IP: r.nodeIP(m),
 			ClientPort: r.k.Etcd.ClientPort, PeerPort: r.k.Etcd.PeerPort}
 		members = append(members, em)
 		if em.Name == h.Metadata.Name {
@@ -322,15 +322,18 @@ func (r *kubeRenderer) etcdNote() string {
 	return "control plane NOT fault tolerant: a single controller runs the only etcd member"
 }
 
-// kubeNodeIP is the host's address on a cluster-host network, else on a mgmt network,
-// else its management address.
-func kubeNodeIP(h api.Host, nets []api.Network) string {
+// nodeIP is the host's address on a cluster-host network, else on a mgmt network
+// (static, or allocated from the network's pool), else its management address.
+func (r *kubeRenderer) nodeIP(h api.Host) string {
 	for _, role := range []string{api.NetworkClusterHost, api.NetworkMgmt} {
-		for _, n := range nets {
+		for _, n := range r.in.site.Spec.Networks {
 			if n.Role != role {
 				continue
 			}
 			if ip, _ := kubeAddressIn(h, n.CIDR); ip != "" {
+				return ip
+			}
+			if ip := r.in.allocs[[2]string{n.Name, h.Metadata.Name}]; ip != "" {
 				return ip
 			}
 		}
@@ -338,17 +341,24 @@ func kubeNodeIP(h api.Host, nets []api.Network) string {
 	return h.Spec.ManagementAddress
 }
 
-// kubeVIPInterface is the host interface with an address in the VIP's network; kube-vip
-// finds it at run time when the manifest does not say.
+// kubeVIPInterface is the host interface with an address in, or carrying, the VIP's
+// network; kube-vip finds one at run time when the manifest does not say.
 func kubeVIPInterface(h api.Host, vip string, nets []api.Network) string {
 	a, err := netip.ParseAddr(vip)
 	if err != nil {
 		return ""
 	}
 	for _, n := range nets {
-		if p, err := netip.ParsePrefix(n.CIDR); err == nil && p.Contains(a) {
-			if _, ifc := kubeAddressIn(h, n.CIDR); ifc != "" {
-				return ifc
+		p, err := netip.ParsePrefix(n.CIDR)
+		if err != nil || !p.Contains(a) {
+			continue
+		}
+		if _, ifc := kubeAddressIn(h, n.CIDR); ifc != "" {
+			return ifc
+		}
+		for _, ifc := range h.Spec.Interfaces {
+			if slices.Contains(ifc.Networks, n.Name) {
+				return ifc.Name
 			}
 		}
 	}

@@ -204,6 +204,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/tokens", admins, s.getTokens)
 	s.handle("GET /v1/members", readers, s.members)
 	s.handle("GET /v1/snapshot", admins, s.snapshotSave)
+	s.handle("GET /v1/kubeconfig", admins, s.kubeconfig)
 	s.handle("POST /v1/snapshot", admins, s.snapshotRestore)
 
 	s.handle("GET /v1/agent/steps", agents, s.agentSteps)

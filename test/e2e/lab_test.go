@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephtest"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -311,6 +312,7 @@ func TestLab(t *testing.T) {
 
 	t.Run("OVS bridges on every data host", func(t *testing.T) { testLabOVS(t, e) })
 	t.Run("host networking: bridge, macvlan, pools, rules, sysctls, rollback guard", func(t *testing.T) { testLabNetwork(t, e) })
+	t.Run("Ceph pools, users and sealed keys on controller-0's cluster", func(t *testing.T) { testLabCeph(t, e) })
 }
 
 // labOVS is the OVS part of the lab site: userspace bridges on every data host.
@@ -363,4 +365,101 @@ func indexOf(name string) int {
 		}
 	}
 	return -1
+}
+
+// labCeph is the Ceph part of the lab site: the OpenStack defaults on controller-0's
+// one-OSD cluster, with one override.
+const labCeph = `  ceph:
+    host: controller-0
+    osdHosts: 1
+    pools:
+    - {name: kube-rbd, quota: {maxBytes: 10Gi}}
+`
+
+// testLabCeph gives controller-0 an agent built with Ceph support and a real
+// cluster in its namespace (the e2e binaries are built without -tags ceph, so the
+// lab started it with --ceph-skip), applies the site with Ceph, and checks the
+// pools and users on the cluster and that keys reach the coordinators only sealed.
+func testLabCeph(t *testing.T, e *labEnv) {
+	if err := cephtest.Available(); err != nil {
+		t.Skipf("Ceph: %v", err)
+	}
+	agentBin := filepath.Join(binDir, "plinth-agent")
+	build := exec.CommandContext(e.ctx, "go", "build", "-tags", "ceph,pacific", "-o", agentBin+".ceph", "./cmd/agent")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("cannot build an agent with Ceph support (make deps installs librados-dev, librbd-dev): %v\n%s", err, out)
+	}
+	if err := os.Rename(agentBin+".ceph", agentBin); err != nil {
+		t.Fatal(err)
+	}
+	h := e.l.Host(lab.CephHost)
+	began := time.Now()
+	if err := e.l.EnableCeph(e.ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Agent.Kill()
+	if err := e.l.StartAgent(h); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Ceph cluster in %s's namespace and its agent restarted in %s", h.Name, time.Since(began).Round(100*time.Millisecond))
+	e.apply(strings.Replace(labManifest(e.n, 8000, map[string]int{"compute-0": 41}), "  networks:\n", labCeph+"  networks:\n", 1))
+	e.waitReady(90 * time.Second)
+
+	ceph := func(args ...string) []byte {
+		t.Helper()
+		out, err := exec.CommandContext(e.ctx, "ip", append([]string{"netns", "exec", h.NS, "ceph", "--conf", e.l.CephConfig(), "-f", "json"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("ceph %v: %v", args, err)
+		}
+		return out
+	}
+	var pools []struct {
+		Name       string                     `json:"pool_name"`
+		Size       int                        `json:"size"`
+		QuotaBytes int64                      `json:"quota_max_bytes"`
+		Apps       map[string]json.RawMessage `json:"application_metadata"`
+	}
+	if err := json.Unmarshal(ceph("osd", "pool", "ls", "detail"), &pools); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, p := range pools {
+		found[p.Name] = true
+		if _, rbd := p.Apps["rbd"]; p.Name != "device_health_metrics" && (p.Size != 1 || !rbd) {
+			t.Errorf("pool %s: size %d, applications %v", p.Name, p.Size, p.Apps)
+		}
+		if p.Name == "kube-rbd" && p.QuotaBytes != 10<<30 {
+			t.Errorf("kube-rbd quota %d", p.QuotaBytes)
+		}
+	}
+	for _, name := range []string{"kube-rbd", "images", "volumes", "vms", "backups"} {
+		if !found[name] {
+			t.Errorf("pool %s missing", name)
+		}
+	}
+	var key struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(ceph("auth", "get-key", "client.cinder"), &key); err != nil || len(key.Key) < 20 {
+		t.Fatalf("client.cinder key: %v", err)
+	}
+	var steps []plan.Record
+	if _, err := e.cl.Do(e.ctx, "GET", "/v1/steps", nil, &steps); err != nil {
+		t.Fatal(err)
+	}
+	var evs []state.Event
+	if _, err := e.cl.Do(e.ctx, "GET", "/v1/events", nil, &evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.ID == "controller-0/ceph.user/cinder" && (s.LastResult == nil || s.LastResult.Outputs["key"] != "sealed") {
+			t.Errorf("cinder step outputs: %+v", s.LastResult)
+		}
+	}
+	for what, v := range map[string]any{"steps": steps, "events": evs} {
+		if b, _ := json.Marshal(v); strings.Contains(string(b), key.Key) {
+			t.Errorf("client.cinder's key appears in the %s", what)
+		}
+	}
 }

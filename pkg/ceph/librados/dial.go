@@ -167,12 +167,6 @@ func (s *Session) ObjectExists(pool, oid string) (bool, error) {
 	return false, errnoErr("stat "+oid, err)
 }
 
-// FSID implements ceph.Cluster.
-func (s *Session) FSID() (string, error) {
-	id, err := s.conn.GetFSID()
-	return id, errnoErr("fsid", err)
-}
-
 // Close implements ceph.Cluster.
 func (s *Session) Close() {
 	if s.conn != nil {

@@ -1,0 +1,196 @@
+package plan
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+)
+
+// kubeSite is 2 controllers, an optional witness and 2 workers on a cluster-host
+// network 10.50.0.0/24 (workers also carry the data network).
+func kubeSite(witness bool, k *api.KubernetesSpec) (*api.Site, []api.Host) {
+	s := &api.Site{Metadata: api.ObjectMeta{Name: "s1"}}
+	s.Spec.Controllers = []string{"ctl-0", "ctl-1"}
+	if witness {
+		s.Spec.Witness = "wit-0"
+	}
+	s.Spec.Networks = []api.Network{
+		{Name: "mgmt", Role: api.NetworkMgmt, CIDR: "10.40.0.0/24"},
+		{Name: "cluster", Role: api.NetworkClusterHost, CIDR: "10.50.0.0/24"},
+		{Name: "data", Role: api.NetworkData, CIDR: "10.60.0.0/24"},
+	}
+	s.Spec.OVS = &api.OVSSpec{DPDK: true}
+	s.Spec.Kubernetes = k
+	host := func(name, role, ip string, data bool) api.Host {
+		h := api.Host{Metadata: api.ObjectMeta{Name: name}}
+		h.Spec.Roles = []string{role}
+		h.Spec.ManagementAddress = "10.40.0." + ip
+		h.Spec.Interfaces = []api.Interface{{Name: "eth1", Networks: []string{"cluster"}, Addresses: []string{"10.50.0." + ip + "/24"}}}
+		if data {
+			h.Spec.Interfaces = append(h.Spec.Interfaces, api.Interface{Name: "eth2", Networks: []string{"data"}, Addresses: []string{"10.60.0." + ip + "/24"}})
+		}
+		return h
+	}
+	hosts := []api.Host{host("ctl-0", "controller", "11", false), host("ctl-1", "controller", "12", false),
+		host("compute-0", "worker", "21", true), host("compute-1", "worker", "22", true)}
+	if witness {
+		hosts = append(hosts, host("wit-0", "controller", "13", false))
+	}
+	return s, hosts
+}
+
+func kubeSteps(t *testing.T, witness bool, k *api.KubernetesSpec) map[string]Step {
+	t.Helper()
+	s, hs := kubeSite(witness, k)
+	steps, err := Render(s, hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Step{}
+	for _, st := range steps {
+		if strings.HasPrefix(st.Kind, "kube.") {
+			out[st.ID] = st
+		}
+	}
+	return out
+}
+
+func inputsOf[T any](t *testing.T, st Step) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(st.Inputs, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestRenderKubernetesNeedsTheSection(t *testing.T) {
+	if got := kubeSteps(t, true, nil); len(got) != 0 {
+		t.Fatalf("no kubernetes section, yet %d kube steps", len(got))
+	}
+}
+
+func TestRenderKubernetesTopologyAndOrder(t *testing.T) {
+	steps := kubeSteps(t, true, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10"})
+	var ids []string
+	for id := range steps {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	want := []string{
+		"compute-0/kube.join", "compute-1/kube.join",
+		"ctl-0/kube.cni", "ctl-0/kube.etcd", "ctl-0/kube.init",
+		"ctl-0/kube.labels/compute-0", "ctl-0/kube.labels/compute-1", "ctl-0/kube.labels/ctl-0", "ctl-0/kube.labels/ctl-1",
+		"ctl-0/kube.vip", "ctl-1/kube.etcd", "ctl-1/kube.join-control-plane", "ctl-1/kube.vip", "wit-0/kube.etcd",
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("steps\n got %v\nwant %v", ids, want)
+	}
+	deps := func(id string) []string { return steps[id].Deps }
+	for id, must := range map[string][]string{
+		"ctl-0/kube.init": {"ctl-0/kube.vip", "ctl-0/kube.etcd", "ctl-1/kube.etcd", "wit-0/kube.etcd",
+			"ctl-0/host.network", "ctl-0/containerd.config", "ctl-0/images.import"},
+		"ctl-1/kube.join-control-plane": {"ctl-0/kube.init", "ctl-1/kube.vip", "ctl-1/kube.etcd", "ctl-1/containerd.config"},
+		"compute-0/kube.join":           {"ctl-0/kube.init", "compute-0/images.import"},
+		"ctl-0/kube.labels/compute-1":   {"compute-1/kube.join"},
+		"ctl-0/kube.labels/ctl-0":       {"ctl-0/kube.init"},
+		"ctl-0/kube.cni":                {"ctl-0/kube.init"},
+		"wit-0/kube.etcd":               {"wit-0/host.network"},
+	} {
+		for _, d := range must {
+			if !slices.Contains(deps(id), d) {
+				t.Errorf("%s does not depend on %s: %v", id, d, deps(id))
+			}
+		}
+	}
+	if slices.ContainsFunc(deps("wit-0/kube.etcd"), func(d string) bool { return strings.Contains(d, "containerd") }) {
+		t.Error("the witness runs no containers")
+	}
+
+	in := inputsOf[kubesteps.InitInputs](t, steps["ctl-0/kube.init"])
+	if in.Cluster.Endpoint != "10.50.0.10:6443" || in.Node.IP != "10.50.0.11" || len(in.Cluster.EtcdEndpoints) != 3 ||
+		!strings.HasPrefix(in.Token, "plinth-secret:generated/bootstrap-token/") || !strings.HasPrefix(in.CertificateKey, "plinth-secret:generated/hex32/") ||
+		!slices.Equal(in.ControlPlanes, []string{"ctl-1"}) || !slices.Equal(in.Workers, []string{"compute-0", "compute-1"}) ||
+		!strings.Contains(in.Note, "survives the loss of any one") {
+		t.Errorf("init inputs %+v", in)
+	}
+	if in.Node.Taints == nil || len(in.Node.Taints) != 1 {
+		t.Errorf("controllers carry the control-plane taint: %+v", in.Node.Taints)
+	}
+	vip := inputsOf[kubesteps.VIPInputs](t, steps["ctl-0/kube.vip"])
+	if vip.Interface != "eth1" || !vip.FirstControlPlane {
+		t.Errorf("vip inputs %+v", vip)
+	}
+	w := inputsOf[kubesteps.JoinInputs](t, steps["compute-0/kube.join"])
+	if w.Node.ReservedCPUs != "" {
+		t.Errorf("no dpdkReservedCPUs declared, none reserved: %+v", w.Node)
+	}
+	if w.CACertHash != "plinth-secret:output/ctl-0/kube.init/ca-cert-hash" {
+		t.Errorf("join pins %s", w.CACertHash)
+	}
+	l := inputsOf[kubesteps.LabelsInputs](t, steps["ctl-0/kube.labels/compute-0"])
+	if l.Labels["openstack-compute-node"] != "enabled" || l.Labels["openvswitch"] != "enabled" || l.Kubeconfig != "plinth-secret:output/ctl-0/kube.init/admin.conf" {
+		t.Errorf("labels %+v", l)
+	}
+}
+
+func TestRenderKubernetesTopologyVariants(t *testing.T) {
+	// No witness: 2 etcd members, and the plan says it is not fault tolerant.
+	steps := kubeSteps(t, false, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10"})
+	e := inputsOf[kubesteps.EtcdInputs](t, steps["ctl-0/kube.etcd"])
+	if len(e.Members) != 2 || !strings.Contains(e.Note, "NOT fault tolerant") {
+		t.Errorf("etcd without witness: %+v", e)
+	}
+	// Schedulable controllers (AIO) register without taints: an empty list, which
+	// kubeadm reads as "none" where a missing one means the default taint.
+	steps = kubeSteps(t, true, &api.KubernetesSpec{SchedulableControllers: true, DPDKReservedCPUs: "0-3",
+		Nodes: []api.KubernetesNode{{Host: "compute-1", ReservedCPUs: "0-5", SRIOV: true, Taints: []string{"nfv:NoSchedule"}}}})
+	if !strings.Contains(string(steps["ctl-0/kube.init"].Inputs), `"taints":[]`) {
+		t.Errorf("schedulable controllers: %s", steps["ctl-0/kube.init"].Inputs)
+	}
+	if _, ok := steps["ctl-0/kube.vip"]; ok {
+		t.Error("no VIP, no kube.vip")
+	}
+	if in := inputsOf[kubesteps.InitInputs](t, steps["ctl-0/kube.init"]); in.Cluster.Endpoint != "10.50.0.11:6443" {
+		t.Errorf("without a VIP the endpoint is the first controller's: %s", in.Cluster.Endpoint)
+	}
+	c0 := inputsOf[kubesteps.JoinInputs](t, steps["compute-0/kube.join"])
+	c1 := inputsOf[kubesteps.JoinInputs](t, steps["compute-1/kube.join"])
+	if c0.Node.ReservedCPUs != "0-3" || c1.Node.ReservedCPUs != "0-5" || len(c1.Node.Taints) != 1 {
+		t.Errorf("reserved CPUs and taints: %+v %+v", c0.Node, c1.Node)
+	}
+	if l := inputsOf[kubesteps.LabelsInputs](t, steps["ctl-0/kube.labels/compute-1"]); l.Labels["sriov"] != "enabled" {
+		t.Errorf("sriov label: %v", l.Labels)
+	}
+	// Rotation: a new credentials generation references new secrets.
+	a := inputsOf[kubesteps.InitInputs](t, kubeSteps(t, true, &api.KubernetesSpec{})["ctl-0/kube.init"])
+	b := inputsOf[kubesteps.InitInputs](t, kubeSteps(t, true, &api.KubernetesSpec{CredentialsGeneration: 1})["ctl-0/kube.init"])
+	if a.Token == b.Token || a.CertificateKey == b.CertificateKey {
+		t.Error("credentialsGeneration must rotate the token and certificate key")
+	}
+}
+
+func TestRenderKubernetesSingleController(t *testing.T) {
+	s, hs := kubeSite(true, &api.KubernetesSpec{})
+	s.Spec.Controllers = []string{"ctl-0"}
+	steps, err := Render(s, hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var etcd int
+	for _, st := range steps {
+		if st.Kind == kubesteps.KindEtcd {
+			etcd++
+		}
+		if st.Kind == kubesteps.KindJoinControlPlane {
+			t.Errorf("one controller, yet %s", st.ID)
+		}
+	}
+	if etcd != 1 {
+		t.Errorf("one controller runs the only etcd member (a witness would not help); got %d", etcd)
+	}
+}
