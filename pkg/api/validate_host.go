@@ -64,6 +64,7 @@ func (v *validator) hosts(site *Site, hosts []Host) {
 		v.rules(p+".spec.rules", h.Spec.Rules)
 		v.sysctls(p+".spec.sysctls", h.Spec.Sysctls)
 		v.hugepages(p+".spec.hugepages", h.Spec.Hugepages)
+		v.hostOVS(p+".spec.ovs", site, &h.Spec)
 	}
 	if site != nil {
 		v.doc = site.docIndex

@@ -30,12 +30,15 @@ func RenderAllocated(site *api.Site, hosts []api.Host, prev []Allocation) ([]Ste
 	if err != nil {
 		return nil, nil, err
 	}
-	in := renderInput{site: site, hosts: hs, nets: nets, allocs: allocIndex(allocs)}
+	in := renderInput{site: site, hosts: hs, nets: nets, allocs: allocIndex(allocs), rendered: map[string]bool{}}
 	var steps []Step
 	for _, r := range renderers {
 		s, err := r(in)
 		if err != nil {
 			return nil, nil, err
+		}
+		for _, st := range s {
+			in.rendered[st.ID] = true
 		}
 		steps = append(steps, s...)
 	}
@@ -53,6 +56,9 @@ type renderInput struct {
 	nets  map[string]api.Network
 	// allocs are the pool addresses by network and host.
 	allocs map[[2]string]string
+	// rendered holds the IDs of the steps earlier renderers produced, so a renderer
+	// can depend on an optional step (e.g. host.hugepages) only when it exists.
+	rendered map[string]bool
 }
 
 // renderers produce each area's steps, in order; each lives in its own file

@@ -22,7 +22,7 @@ func renderNetwork(in renderInput) ([]Step, error) {
 			inputs any
 			skip   bool
 		}
-		sc, hp := SysctlInputs(in.site, h), HugepagesInputs(h)
+		sc, hp := SysctlInputs(in.site, h), HugepagesInputs(in.site, h, in.nets)
 		for _, r := range []render{
 			{host.KindNetwork, networkInputs(h, in.nets, in.allocs), false},
 			{host.KindSysctl, sc, len(sc.Sysctls) == 0},
@@ -198,15 +198,30 @@ func SysctlInputs(site *api.Site, h api.Host) host.SysctlInputs {
 	return out
 }
 
-// HugepagesInputs renders a host's declared huge page reservations. (OVS-DPDK's
-// socket memory could imply them; until ovs.dpdk and this agree on that, it is left
-// to the manifest, and ovs.dpdk waits for host.hugepages where there is one.)
-func HugepagesInputs(h api.Host) host.HugepagesInputs {
+// HugepagesInputs renders a host's huge page reservations: the declared ones, or,
+// when the host declares none and runs OVS-DPDK, 2 MiB pages covering dpdk-socket-mem
+// on each NUMA node (rounded up). ovs.dpdk waits for this step.
+func HugepagesInputs(site *api.Site, h api.Host, nets map[string]api.Network) host.HugepagesInputs {
 	out := host.HugepagesInputs{Pages: []host.HugepageSpec{}}
 	for _, p := range h.Spec.Hugepages {
 		if size, ok := api.HugepageSizeKB(p.Size); ok { // others are refused by validation
 			out.Pages = append(out.Pages, host.HugepageSpec{SizeKB: size, Node: p.Node, Count: p.Count})
 		}
+	}
+	if len(out.Pages) > 0 || site == nil || site.Spec.OVS == nil || !isDataHost(h, nets) {
+		return out
+	}
+	dpdk, _ := OVSInputs(site.Spec.OVS, h.Spec.OVS)
+	if !dpdk.Enabled {
+		return out
+	}
+	const pageMB = 2
+	for node, mb := range dpdk.SocketMemMB {
+		if mb <= 0 {
+			continue
+		}
+		n := node
+		out.Pages = append(out.Pages, host.HugepageSpec{SizeKB: pageMB * 1024, Node: &n, Count: (mb + pageMB - 1) / pageMB})
 	}
 	return out
 }

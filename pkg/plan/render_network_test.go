@@ -183,7 +183,7 @@ func TestRenderNetworkTypes(t *testing.T) {
 	if keys["net.ipv4.ip_forward"] != "0" || keys["vm.swappiness"] != "10" || keys["net.ipv4.conf.all.rp_filter"] != "2" || len(sc.Sysctls) != 6 {
 		t.Errorf("sysctls %+v", sc.Sysctls)
 	}
-	hp := HugepagesInputs(h)
+	hp := HugepagesInputs(nil, h, nil)
 	if len(hp.Pages) != 2 || hp.Pages[0].SizeKB != 1048576 || *hp.Pages[0].Node != 0 || hp.Pages[1].SizeKB != 2048 || hp.Pages[1].Node != nil {
 		t.Errorf("hugepages %+v", hp.Pages)
 	}

@@ -21,10 +21,6 @@ func renderOVS(in renderInput) ([]Step, error) {
 	if in.site == nil || in.site.Spec.OVS == nil {
 		return nil, nil
 	}
-	before, err := stepsBeforeOVS(in)
-	if err != nil {
-		return nil, err
-	}
 	var steps []Step
 	for _, h := range in.hosts {
 		if !isDataHost(h, in.nets) {
@@ -33,7 +29,7 @@ func renderOVS(in renderInput) ([]Step, error) {
 		name := h.Metadata.Name
 		dpdk, bridges := OVSInputs(in.site.Spec.OVS, h.Spec.OVS)
 		deps := []string{StepID(name, host.KindNetwork, "")}
-		if hp := StepID(name, kindHugepages, ""); before[hp] {
+		if hp := StepID(name, kindHugepages, ""); in.rendered[hp] {
 			deps = append(deps, hp)
 		}
 		ds, err := NewStep(name, ovsspec.KindDPDK, "", dpdk, deps...)
@@ -47,40 +43,6 @@ func renderOVS(in renderInput) ([]Step, error) {
 		steps = append(steps, ds, bs)
 	}
 	return steps, nil
-}
-
-// ovsEarlier are the renderers listed before renderOVS. Renderers see only the
-// manifest, so renderOVS runs these to learn whether host.hugepages exists; init
-// fills the list because naming renderers here would be an initialisation cycle.
-var ovsEarlier []func(renderInput) ([]Step, error)
-
-func init() {
-	self := reflect.ValueOf(renderOVS).Pointer()
-	for _, r := range renderers {
-		if reflect.ValueOf(r).Pointer() == self {
-			break
-		}
-		ovsEarlier = append(ovsEarlier, r)
-	}
-}
-
-// stepsBeforeOVS returns the IDs the earlier renderers produce; only sites with
-// DPDK need to know.
-func stepsBeforeOVS(in renderInput) (map[string]bool, error) {
-	ids := map[string]bool{}
-	if !in.site.Spec.OVS.DPDK && !slices.ContainsFunc(in.hosts, func(h api.Host) bool { return h.Spec.OVS != nil && h.Spec.OVS.DPDK != nil }) {
-		return ids, nil
-	}
-	for _, r := range ovsEarlier {
-		steps, err := r(in)
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range steps {
-			ids[s.ID] = true
-		}
-	}
-	return ids, nil
 }
 
 // isDataHost reports whether h carries a data network or has OVS settings of its own.

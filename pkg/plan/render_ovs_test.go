@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -81,7 +82,8 @@ func TestRenderOVS(t *testing.T) {
 			}
 		}))
 	}
-	if d := got["compute-0/ovs.dpdk"]; !slices.Equal(d.Deps, []string{"compute-0/host.network"}) {
+	// compute-0 runs DPDK and declares no huge pages: they are derived, and waited for.
+	if d := got["compute-0/ovs.dpdk"]; !slices.Equal(d.Deps, []string{"compute-0/host.network", "compute-0/host.hugepages"}) {
 		t.Errorf("ovs.dpdk deps %v", d.Deps)
 	}
 	if b := got["compute-0/ovs.bridges"]; !slices.Equal(b.Deps, []string{"compute-0/ovs.dpdk"}) {
@@ -161,19 +163,14 @@ func TestRenderOVSNone(t *testing.T) {
 // TestRenderOVSWaitsForHugepages: ovs.dpdk depends on host.hugepages where an
 // earlier renderer produced it, and only there.
 func TestRenderOVSWaitsForHugepages(t *testing.T) {
-	saved := ovsEarlier
-	defer func() { ovsEarlier = saved }()
-	ovsEarlier = append(slices.Clone(saved), func(in renderInput) ([]Step, error) {
-		s, err := NewStep("compute-0", kindHugepages, "", struct{}{})
-		return []Step{s}, err
-	})
 	hosts := []api.Host{ovsHost("compute-0", "data", nil), ovsHost("compute-1", "data", nil)}
 	site := ovsSite(&api.OVSSpec{DPDK: true})
 	nets := map[string]api.Network{}
 	for _, n := range site.Spec.Networks {
 		nets[n.Name] = n
 	}
-	steps, err := renderOVS(renderInput{site: site, hosts: hosts, nets: nets})
+	rendered := map[string]bool{StepID("compute-0", kindHugepages, ""): true}
+	steps, err := renderOVS(renderInput{site: site, hosts: hosts, nets: nets, rendered: rendered})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +180,29 @@ func TestRenderOVSWaitsForHugepages(t *testing.T) {
 	}
 	if d := got["compute-1/ovs.dpdk"].Deps; !slices.Equal(d, []string{"compute-1/host.network"}) {
 		t.Errorf("compute-1 deps %v", d)
+	}
+}
+
+// TestRenderHugepagesFromDPDK: a DPDK host that declares no huge pages gets enough
+// 2 MiB pages per NUMA node for dpdk-socket-mem, and ovs.dpdk waits for them.
+func TestRenderHugepagesFromDPDK(t *testing.T) {
+	site := ovsSite(&api.OVSSpec{DPDK: true, OVSSettings: api.OVSSettings{SocketMemMB: []int{1024, 513}}})
+	steps, err := Render(site, []api.Host{ovsHost("compute-0", "data", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]Step{}
+	for _, s := range steps {
+		byID[s.ID] = s
+	}
+	hp, ok := byID["compute-0/host.hugepages"]
+	if !ok {
+		t.Fatalf("no hugepages step derived from socket memory: %v", steps)
+	}
+	if !strings.Contains(string(hp.Inputs), `"count":512`) || !strings.Contains(string(hp.Inputs), `"count":257`) {
+		t.Errorf("derived pages %s, want 512 on node 0 and 257 on node 1", hp.Inputs)
+	}
+	if d := byID["compute-0/ovs.dpdk"].Deps; !slices.Contains(d, "compute-0/host.hugepages") {
+		t.Errorf("ovs.dpdk deps %v", d)
 	}
 }
