@@ -12,7 +12,7 @@ TAGS ?= ceph,pacific
 RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
 LAB_DIR ?= /var/tmp/plinth-lab
 
-.PHONY: help build deps test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
+.PHONY: help build deps k8s-bins test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ build: ## build bin/plinth-coordinator, bin/plinth-agent and bin/plinth-lab
 
 deps: ## install the host packages tests need (idempotent)
 	./scripts/install-deps.sh
+
+k8s-bins: ## build and cache kubeadm, kube-apiserver, kube-controller-manager, kubectl for the tests (scripts/build-k8s.sh)
+	./scripts/build-k8s.sh
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...
@@ -40,7 +43,7 @@ test-e2e: ## multi-process tests: coordinator clusters and (as root) the lab
 fuzz: ## fuzz the manifest decoder briefly
 	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./pkg/api/
 
-test: deps vet test-race test-unit test-e2e fuzz ## the full default suite (what CI runs)
+test: deps k8s-bins vet test-race test-unit test-e2e fuzz ## the full default suite (what CI runs)
 
 demo: build ## run the lab: coordinators + agent hosts in network namespaces, until the site is Ready
 	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN)

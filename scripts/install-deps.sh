@@ -2,7 +2,9 @@
 # Installs the host packages Plinth's tests and lab use, idempotently.
 # Only Debian packages: iproute2 (ip), nftables (partitions), iputils-ping, systemd (systemd-analyze),
 # containerd and runc (pkg/containerd's daemon tests), Open vSwitch with DPDK (pkg/ovs),
-# Ceph Pacific daemons, CLIs and librados/librbd headers (pkg/ceph).
+# Ceph Pacific daemons, CLIs and librados/librbd headers (pkg/ceph), etcd-server and
+# unshare (pkg/kubeinstall's etcd and kubeadm tests; the Kubernetes binaries themselves
+# come from scripts/build-k8s.sh, `make k8s-bins`).
 set -euo pipefail
 need=()
 command -v ip >/dev/null || need+=(iproute2)
@@ -28,6 +30,8 @@ command -v ceph >/dev/null || need+=(ceph-common)
 [ -e /usr/include/rados/librados.h ] || need+=(librados-dev)
 [ -e /usr/include/rbd/librbd.h ] || need+=(librbd-dev)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v unshare >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

@@ -32,7 +32,9 @@ func TestValidateKubernetes(t *testing.T) {
 		{"cni manifest without plugin", func(k *KubernetesSpec) { k.CNI = CNISpec{Plugin: CNINone, Manifest: "/x.yaml"} }, kube + ".cni.manifest", "plugin is none"},
 		{"cni manifest relative", func(k *KubernetesSpec) { k.CNI.Manifest = "calico.yaml" }, kube + ".cni.manifest", "clean absolute path"},
 		{"node twice", func(k *KubernetesSpec) { k.Nodes = []KubernetesNode{{Host: "compute-0"}, {Host: "compute-0"}} }, kube + ".nodes[compute-0].host", "listed twice"},
-		{"node taint", func(k *KubernetesSpec) { k.Nodes = []KubernetesNode{{Host: "compute-0", Taints: []string{"nfv:Sometimes"}}} },
+		{"node taint", func(k *KubernetesSpec) {
+			k.Nodes = []KubernetesNode{{Host: "compute-0", Taints: []string{"nfv:Sometimes"}}}
+		},
 			kube + ".nodes[compute-0].taints[0]", `effect "Sometimes" is not valid; valid effects are NoSchedule, PreferNoSchedule, NoExecute`},
 		{"node cpus", func(k *KubernetesSpec) { k.Nodes = []KubernetesNode{{Host: "compute-0", ReservedCPUs: "a-b"}} }, kube + ".nodes[compute-0].reservedCPUs", "not a valid cpuset"},
 	}

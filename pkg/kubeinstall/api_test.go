@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -196,7 +195,6 @@ func TestAgainstRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	_ = os.Remove
 }
 
 // cniManifest stands in for Calico's: a namespace, a CRD, an object of that CRD

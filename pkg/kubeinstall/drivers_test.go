@@ -21,7 +21,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
-	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
 // fakeRunner records commands and plays their effect on the host and the cluster.
@@ -324,5 +323,3 @@ func TestLabHostIsRefused(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
-
-var _ = plan.StepID

@@ -123,14 +123,7 @@ func (d *EtcdDriver) client(ca *certs.CA) (*etcdClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := newEtcdClient(ca.CertPEM, cert, key)
-	if err != nil {
-		return nil, err
-	}
-	if d.o.transport != nil {
-		cl.hc.Transport = d.o.transport
-	}
-	return cl, nil
+	return newEtcdClient(ca.CertPEM, cert, key)
 }
 
 func (d *EtcdDriver) certProblem(ca *certs.CA, c etcdCert) string {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
@@ -77,7 +79,7 @@ func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	} else if !ok {
 		return nil, fmt.Errorf("kube.init: node %s is not registered although the control plane runs; kubelet registers it", in.Node.Name)
 	}
-	up, err := d.upkeep(ctx, in)
+	up, err := d.upkeep(ctx, c, in)
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +101,7 @@ func (d *InitDriver) init(ctx context.Context) error {
 
 // upkeep keeps the join credentials available for nodes that have yet to join and
 // removes the tokens a rotation replaced.
-func (d *InitDriver) upkeep(ctx context.Context, in kubesteps.InitInputs) ([]driver.Change, error) {
-	c, err := d.o.client(adminConf)
-	if err != nil {
-		return nil, err
-	}
+func (d *InitDriver) upkeep(ctx context.Context, c kubernetes.Interface, in kubesteps.InitInputs) ([]driver.Change, error) {
 	var pending, pendingCP []string
 	for _, n := range append(append([]string(nil), in.ControlPlanes...), in.Workers...) {
 		ok, err := nodeRegistered(ctx, c, n)

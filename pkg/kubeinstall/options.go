@@ -2,7 +2,6 @@ package kubeinstall
 
 import (
 	"log/slog"
-	"net/http"
 	"os/exec"
 	"time"
 )
@@ -23,7 +22,6 @@ type options struct {
 	renewBefore time.Duration
 	// healthWait bounds how long Apply waits for a started etcd member to be healthy.
 	healthWait time.Duration
-	transport  http.RoundTripper
 	clients    ClientFunc
 	lookPath   func(string) (string, error)
 }

@@ -98,6 +98,7 @@ func (r *kubeRenderer) add(h, kind, name string, inputs any, deps ...string) str
 	s, err := NewStep(h, kind, name, inputs, deps...)
 	if err != nil {
 		r.err = fmt.Errorf("plan: host %s: render %s: %w", h, kind, err)
+		return ""
 	}
 	r.steps = append(r.steps, s)
 	return s.ID

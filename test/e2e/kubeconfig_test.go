@@ -29,7 +29,7 @@ spec:
   - name: mgmt
     role: mgmt
     cidr: 10.99.0.0/24
-  kubernetes: {version: v1.37.2}
+  kubernetes: {version: v1.37.2, serviceSubnet: 10.112.0.0/12}
 `
 
 // The coordinator generates the kube credentials, hands them only to the step that

@@ -17,9 +17,6 @@ const (
 	KindLabels           = "kube.labels"
 )
 
-// Kinds lists every kube step kind.
-var Kinds = []string{KindVIP, KindEtcd, KindInit, KindJoinControlPlane, KindJoin, KindCNI, KindLabels}
-
 // Outputs of kube.init, sealed by the coordinator as output/<host>/kube.init/<key>.
 const (
 	// OutputAdminConf is the admin kubeconfig (cluster-admin through the VIP).
