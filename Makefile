@@ -15,7 +15,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 .PHONY: help build deps k8s-bins test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 build: ## build bin/plinth-coordinator, bin/plinth-agent and bin/plinth-lab
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-coordinator ./cmd/coordinator

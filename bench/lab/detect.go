@@ -78,7 +78,7 @@ func (b *bench) killRun(ctx context.Context, i int) (killResult, error) {
 	if err := b.l.StartAgent(h); err != nil {
 		return r, err
 	}
-	if err := b.l.WaitSiteReady(ctx, b.progress(), b.o.readyWait); err != nil {
+	if _, err := b.l.WaitSiteReady(ctx, b.progress(), b.o.readyWait); err != nil {
 		return r, fmt.Errorf("run %d: after restarting the agent: %w", i+1, err)
 	}
 	r.restart = time.Since(t1)

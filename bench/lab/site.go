@@ -250,7 +250,7 @@ func (b *bench) timedApply(ctx context.Context, label, yaml string) (applyResult
 		return r, fmt.Errorf("%s: %w %s", label, err, out)
 	}
 	r.cli = time.Since(t0)
-	if err := b.l.WaitSiteReady(ctx, b.progress(), b.o.readyWait); err != nil {
+	if _, err := b.l.WaitSiteReady(ctx, b.progress(), b.o.readyWait); err != nil {
 		return r, fmt.Errorf("%s: %w", label, err)
 	}
 	r.observed = time.Since(t0)

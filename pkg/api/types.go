@@ -293,6 +293,8 @@ const (
 	ConditionInvalidSpec = "InvalidSpec"
 	ConditionReachable   = "Reachable"
 	ConditionDrifted     = "Drifted"
+	// ConditionFaultTolerant says whether the site survives losing any one controller.
+	ConditionFaultTolerant = "FaultTolerant"
 )
 
 // Condition is a Kubernetes-style status condition.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/labhost"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
@@ -149,11 +150,13 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 }
 
 // WaitSiteReady follows the site with blocking queries and prints a host × step table
-// whenever it changes, until the Site is Ready or timeout passes.
-func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout time.Duration) error {
+// whenever it changes, until the Site is Ready or timeout passes. It also returns,
+// with ready false, once every step that can run in the lab is done and the rest
+// cannot run on namespace hosts (see LabRefused).
+func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout time.Duration) (ready bool, err error) {
 	cl, err := l.Client()
 	if err != nil {
-		return err
+		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -164,7 +167,7 @@ func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout tim
 		next, err := cl.Do(ctx, "GET", client.Blocking("/v1/steps", idx, 5*time.Second), nil, &steps)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("lab: site not Ready within %s; last seen:\n%s", timeout, last)
+				return false, fmt.Errorf("lab: site not Ready within %s; last seen:\n%s", timeout, last)
 			}
 			time.Sleep(200 * time.Millisecond)
 			continue
@@ -185,23 +188,95 @@ func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout tim
 		}
 		if site != nil {
 			if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil && r.Status == api.ConditionTrue {
-				return nil
+				return true, nil
 			}
+		}
+		if lab := LabRefused(steps); len(lab) > 0 && settledInLab(hosts, steps, lab) {
+			if progress != nil {
+				fmt.Fprintf(progress, "\nEvery step that can run in the lab is done; %d cannot run on namespace hosts (%s)\nand are shown as n/a: they are never reported done. The site stays not Ready.\n",
+					len(lab), strings.Join(kindsOf(steps, lab), ", "))
+			}
+			return false, nil
 		}
 	}
 }
 
-// ProgressTable renders hosts as rows and step kinds as columns.
+// LabRefused returns the IDs of steps that cannot run on lab hosts: those Blocked
+// with labhost.Reason, and those waiting, directly or not, on one of them.
+func LabRefused(steps []plan.Record) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range steps {
+		if s.State == plan.Blocked && s.LastResult != nil && strings.Contains(s.LastResult.Error, labhost.Reason) {
+			out[s.ID] = true
+		}
+	}
+	for grew := len(out) > 0; grew; {
+		grew = false
+		for _, s := range steps {
+			if out[s.ID] || (s.State != plan.Pending && s.State != plan.Ready) {
+				continue
+			}
+			for _, d := range s.Deps {
+				if out[d] {
+					out[s.ID], grew = true, true
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// settledInLab reports whether every host is reachable and every step is done or
+// cannot run in the lab.
+func settledInLab(hosts []state.HostRecord, steps []plan.Record, lab map[string]bool) bool {
+	for _, h := range hosts {
+		if h.Declared && h.Reachable != api.ConditionTrue {
+			return false
+		}
+	}
+	for _, s := range steps {
+		if s.State != plan.Succeeded && !lab[s.ID] {
+			return false
+		}
+	}
+	return true
+}
+
+func kindsOf(steps []plan.Record, ids map[string]bool) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range steps {
+		if ids[s.ID] && !seen[s.Kind] {
+			seen[s.Kind] = true
+			out = append(out, s.Kind)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ProgressTable renders hosts as rows and step kinds as columns. Steps that cannot
+// run in the lab show as n/a.
 func ProgressTable(hosts []state.HostRecord, steps []plan.Record, site *state.SiteRecord) string {
 	kinds := map[string]bool{}
 	cell := map[[2]string]string{}
+	lab := LabRefused(steps)
 	for _, s := range steps {
-		kinds[s.Kind] = true
+		kind, _, _ := strings.Cut(s.Kind, "/")
+		kinds[kind] = true
 		v := string(s.State)
 		if s.State == plan.Failed || s.State == plan.Blocked {
 			v += fmt.Sprintf("(%d)", s.Attempts)
 		}
-		cell[[2]string{s.Host, s.Kind}] = v
+		if lab[s.ID] {
+			v = "n/a"
+		}
+		k := [2]string{s.Host, kind}
+		if prev, ok := cell[k]; ok && prev != v {
+			v = prev + "," + v
+		}
+		cell[k] = v
 	}
 	cols := make([]string, 0, len(kinds))
 	for k := range kinds {

@@ -108,12 +108,30 @@ type NamedConditions struct {
 	Conditions []api.Condition
 }
 
+// FaultTolerance judges a site's topology: with two controllers and a witness, the
+// coordinators' Raft and Kubernetes' etcd both keep quorum when any one member is
+// lost; without the witness, losing either controller stops writes (until the fenced
+// recovery); one controller is no redundancy at all.
+func FaultTolerance(spec api.SiteSpec) (status, reason, msg string) {
+	switch {
+	case len(spec.Controllers) >= 2 && spec.Witness != "":
+		return api.ConditionTrue, "WitnessQuorum", fmt.Sprintf("controllers %v and witness %s: losing any one keeps quorum for the coordinators and etcd", spec.Controllers, spec.Witness)
+	case len(spec.Controllers) >= 2:
+		return api.ConditionFalse, "NoWitness", "two controllers and no witness: losing either stops coordinator writes and the Kubernetes API (2-member quorum); add spec.witness, or after a permanent loss use the fenced recovery (docs/operations.md, docs/kubernetes.md)"
+	default:
+		return api.ConditionFalse, "SingleController", "one controller: the coordinators and the control plane do not survive its loss"
+	}
+}
+
 // SiteConditions rolls hosts up onto the site: the site is Ready when every host is,
-// and each condition's message names the first host holding it back.
-func SiteConditions(gen int64, invalid string, hosts []NamedConditions, prev []api.Condition, now time.Time) []api.Condition {
+// and each condition's message names the first host holding it back. FaultTolerant
+// comes from the site's topology (see FaultTolerance); it does not affect Ready.
+func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedConditions, prev []api.Condition, now time.Time) []api.Condition {
 	hs := append([]NamedConditions(nil), hosts...)
 	sort.Slice(hs, func(i, j int) bool { return hs[i].Name < hs[j].Name })
 	c := conds{gen: gen, now: now, prev: prev}
+	ft, ftReason, ftMsg := FaultTolerance(spec)
+	c.set(api.ConditionFaultTolerant, ft, ftReason, ftMsg)
 
 	if invalid != "" {
 		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "ValidationFailed", invalid)

@@ -450,7 +450,7 @@ func (a *applier) refresh() {
 		return
 	}
 	prev := a.t.Site.Site.Status.Conditions
-	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, named, prev, a.now)
+	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, a.t.Site.Site.Spec, named, prev, a.now)
 	if !conditionsEqual(prev, cs) {
 		a.readyTransition("site/"+a.t.Site.Site.Metadata.Name, prev, cs)
 		a.t.Site.Site.Status.Conditions = cs

@@ -138,8 +138,12 @@ func (e *labEnv) link(host string) (mtu int, addrs []string) {
 
 func (e *labEnv) waitReady(timeout time.Duration) {
 	e.t.Helper()
-	if err := e.l.WaitSiteReady(e.ctx, nil, timeout); err != nil {
+	ready, err := e.l.WaitSiteReady(e.ctx, nil, timeout)
+	if err != nil {
 		e.t.Fatal(err)
+	}
+	if !ready {
+		e.t.Fatal("the test lab has only steps that run in the lab, yet the site is not Ready")
 	}
 }
 
