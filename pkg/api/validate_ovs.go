@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/plinth-dev/plinth/pkg/cpuset"
+
 	"path"
 	"regexp"
 	"slices"
@@ -295,28 +297,9 @@ func ovsOverridesPort(bridges []OVSBridge, bridge, port string) bool {
 	return false
 }
 
-// parseOVSCPUList parses a Linux cpulist ("0-3,8,10-11") into sorted, distinct CPUs.
+// parseOVSCPUList parses a Linux cpulist into sorted, distinct CPUs; ok is false for
+// a malformed or empty list.
 func parseOVSCPUList(s string) ([]int, bool) {
-	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, false
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, false
-			}
-		}
-		if a < 0 || b < a || b > 4095 {
-			return nil, false
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	slices.Sort(cpus)
-	return slices.Compact(cpus), len(cpus) > 0
+	cpus, err := cpuset.Parse(s)
+	return cpus, err == nil && len(cpus) > 0 && cpus[len(cpus)-1] <= 4095
 }

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"github.com/plinth-dev/plinth/pkg/cpuset"
+
 	"bufio"
 	"bytes"
 	"cmp"
@@ -123,28 +125,9 @@ func readMeminfo(path, prefix string) (map[string]uint64, error) {
 
 // parseCPUList parses a kernel cpulist such as "0-3,8,10-11".
 func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("host: cpulist %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("host: cpulist %q: %w", s, err)
-			}
-		}
-		if a < 0 || b < a {
-			return nil, fmt.Errorf("host: cpulist %q: bad range %q", s, part)
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
+	cpus, err := cpuset.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
 	}
 	return cpus, nil
 }

@@ -5,9 +5,7 @@
 package ovsspec
 
 import (
-	"slices"
-	"strconv"
-	"strings"
+	"github.com/plinth-dev/plinth/pkg/cpuset"
 )
 
 // Step kinds.
@@ -86,28 +84,9 @@ func OVSType(t string) string {
 	return t
 }
 
-// ParseCPUList parses a Linux cpulist ("0-3,8,10-11") into sorted, distinct CPUs.
+// ParseCPUList parses a Linux cpulist ("0-3,8,10-11") into sorted, distinct CPUs;
+// ok is false for a malformed or empty list.
 func ParseCPUList(s string) ([]int, bool) {
-	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, false
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, false
-			}
-		}
-		if a < 0 || b < a || b > 4095 {
-			return nil, false
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	slices.Sort(cpus)
-	return slices.Compact(cpus), len(cpus) > 0
+	cpus, err := cpuset.Parse(s)
+	return cpus, err == nil && len(cpus) > 0
 }
