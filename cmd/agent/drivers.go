@@ -68,6 +68,7 @@ func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
 		kubeinstall.NewJoinDriver(dir, kubeinstall.WithLogger(log)),
 		kubeinstall.NewCNIDriver(dir, kubeinstall.WithLogger(log)),
 		kubeinstall.NewLabelsDriver(dir, kubeinstall.WithLogger(log)),
+		kubeinstall.NewHealthDriver(dir, kubeinstall.WithLogger(log)),
 		containerd.NewConfigDriver(dir, containerd.WithLogger(log)),
 		containerd.NewImportDriver(containerd.WithLogger(log)),
 		ovsDPDK, ovsBridges,

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
@@ -195,6 +199,107 @@ func TestAgainstRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("cluster health", func(t *testing.T) { testHealth(t, c) })
+}
+
+// testHealth runs kube.health against the real API server, whose address on the veth
+// is the VIP: nodes Ready or not (as kubelet would post them), a node missing, and an
+// endpoint nothing listens on.
+func testHealth(t *testing.T, c *apiCluster) {
+	ctx := c.ctx()
+	st := renderSite(t, c.opts)[plan.StepID("ctl-0", kubesteps.KindHealth, "")]
+	raw := c.sec.resolve(t, st)
+	var in kubesteps.HealthInputs
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if want := "https://" + net.JoinHostPort(c.vip(), strconv.Itoa(c.port)); in.Endpoint != want || !in.VIP {
+		t.Fatalf("health endpoint %s (vip %v), want %s", in.Endpoint, in.VIP, want)
+	}
+	for _, n := range in.Nodes { // the labels subtest made them; make sure
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if _, err := c.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	d := NewHealthDriver(t.TempDir(), WithRoot(c.root))
+	summaries := func(raw json.RawMessage) []string {
+		t.Helper()
+		got, err := driver.Check(ctx, d, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := summaries(raw); len(got) != len(in.Nodes) || !strings.Contains(got[0], "kubelet has not reported a Ready condition") {
+		t.Fatalf("nodes without status: %q", got)
+	}
+
+	for _, n := range in.Nodes {
+		setReady(t, c, ctx, n, n != "compute-1")
+	}
+	got := summaries(raw)
+	want := "node compute-1 is not Ready: KubeletNotReady: container runtime network not ready: cni plugin not initialized"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("one node not Ready: %q, want [%q]", got, want)
+	}
+	r := driver.Run(ctx, d, raw)
+	if r.OK() || !r.Retryable || !strings.Contains(r.Error, want+": cannot be applied automatically") {
+		t.Fatalf("a first run with a node not Ready must fail, retryably, naming it: %+v", r)
+	}
+	t.Logf("failed run: %s", r.Error)
+
+	setReady(t, c, ctx, "compute-1", true)
+	if got := summaries(raw); len(got) != 0 {
+		t.Fatalf("all nodes Ready, yet %q", got)
+	}
+	if r := driver.Run(ctx, d, raw); !r.OK() || len(r.Changes) != 0 {
+		t.Fatalf("healthy cluster: %+v", r)
+	}
+
+	with := func(f func(*kubesteps.HealthInputs)) json.RawMessage {
+		v := in
+		v.Nodes = slices.Clone(in.Nodes)
+		f(&v)
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	got = summaries(with(func(v *kubesteps.HealthInputs) { v.Nodes = append(v.Nodes, "compute-9") }))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "node compute-9 is not Ready: not registered") {
+		t.Fatalf("a missing node: %q", got)
+	}
+	closed := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(freePorts(t, 1)[0]))
+	got = summaries(with(func(v *kubesteps.HealthInputs) { v.Endpoint = closed }))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "API not reachable through the VIP "+closed+": ") || !strings.Contains(got[0], "connection refused") {
+		t.Fatalf("an endpoint nothing listens on: %q", got)
+	}
+	t.Logf("drift: %s", got[0])
+}
+
+// setReady posts a node's Ready condition, as its kubelet would.
+func setReady(t *testing.T, c *apiCluster, ctx context.Context, name string, ready bool) {
+	t.Helper()
+	cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kubelet is posting ready status", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}
+	if !ready {
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", "container runtime network not ready: cni plugin not initialized"
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = []corev1.NodeCondition{cond}
+		_, err = c.admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // cniManifest stands in for Calico's: a namespace, a CRD, an object of that CRD

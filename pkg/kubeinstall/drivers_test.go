@@ -304,6 +304,11 @@ func TestLabHostIsRefused(t *testing.T) {
 		if !driver.IsPermanent(err) || !strings.HasPrefix(err.Error(), LabReason+": ") {
 			t.Fatalf("in a namespace: %v", err)
 		}
+		// kube.health acts on no host, yet refuses too: no kube step runs in the lab.
+		raw := json.RawMessage(`{"endpoint":"https://127.0.0.1:1","nodes":["n"],"kubeconfig":"x"}`)
+		if _, err := NewHealthDriver(t.TempDir()).Diff(context.Background(), raw); !driver.IsPermanent(err) || !strings.HasPrefix(err.Error(), LabReason+": ") {
+			t.Fatalf("kube.health in a namespace: %v", err)
+		}
 		return
 	}
 	if err := checkHost(Paths{}); err != nil {

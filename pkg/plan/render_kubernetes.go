@@ -17,6 +17,7 @@ import (
 //	<controller>/kube.vip, <controller>/kube.etcd, <witness>/kube.etcd
 //	→ <controller-0>/kube.init → <controller-1>/kube.join-control-plane, <worker>/kube.join
 //	→ <controller-0>/kube.cni, <controller-0>/kube.labels/<node>
+//	→ <controller-0>/kube.health
 //
 // Nothing renders until the first controller is declared: no other step can run
 // without it. docs/kubernetes.md describes each step.
@@ -161,15 +162,21 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	}
 
 	admin := kubesteps.OutputRef(initID, kubesteps.OutputAdminConf)
+	// kube.health waits for everything that makes the cluster: init, the joins, the
+	// pod network (no node is Ready without it) and the labels.
+	var healthDeps, names []string
 	if k.CNI.Plugin != api.CNINone {
-		r.add(first, kubesteps.KindCNI, "", kubesteps.CNIInputs{Plugin: k.CNI.Plugin, Manifest: k.CNI.Manifest, Kubeconfig: admin}, initID)
+		healthDeps = append(healthDeps, r.add(first, kubesteps.KindCNI, "", kubesteps.CNIInputs{Plugin: k.CNI.Plugin, Manifest: k.CNI.Manifest, Kubeconfig: admin}, initID))
 	}
 	for _, h := range r.nodes() {
 		n := h.Metadata.Name
 		ctl := h.Metadata.Name == first || (t.second != nil && n == t.second.Metadata.Name)
 		in := kubesteps.LabelsInputs{Node: n, Labels: r.labels(h, ctl), Taints: r.node(h, ctl).Taints, Kubeconfig: admin}
-		r.add(first, kubesteps.KindLabels, n, in, joinIDs[n])
+		healthDeps = append(healthDeps, joinIDs[n], r.add(first, kubesteps.KindLabels, n, in, joinIDs[n]))
+		names = append(names, n)
 	}
+	health := kubesteps.HealthInputs{Endpoint: "https://" + cluster.Endpoint, VIP: cluster.VIP, Nodes: names, Kubeconfig: admin}
+	r.add(first, kubesteps.KindHealth, "", health, kubeDedup(healthDeps)...)
 	return r.steps, r.err
 }
 

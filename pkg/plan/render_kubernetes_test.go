@@ -83,7 +83,7 @@ func TestRenderKubernetesTopologyAndOrder(t *testing.T) {
 	slices.Sort(ids)
 	want := []string{
 		"compute-0/kube.join", "compute-1/kube.join",
-		"ctl-0/kube.cni", "ctl-0/kube.etcd", "ctl-0/kube.init",
+		"ctl-0/kube.cni", "ctl-0/kube.etcd", "ctl-0/kube.health", "ctl-0/kube.init",
 		"ctl-0/kube.labels/compute-0", "ctl-0/kube.labels/compute-1", "ctl-0/kube.labels/ctl-0", "ctl-0/kube.labels/ctl-1",
 		"ctl-0/kube.vip", "ctl-1/kube.etcd", "ctl-1/kube.join-control-plane", "ctl-1/kube.vip", "wit-0/kube.etcd",
 	}
@@ -192,5 +192,38 @@ func TestRenderKubernetesSingleController(t *testing.T) {
 	}
 	if etcd != 1 {
 		t.Errorf("one controller runs the only etcd member (a witness would not help); got %d", etcd)
+	}
+}
+
+// kube.health runs on controller-0 once the cluster is made: after init, every join,
+// the pod network and the labels; it checks the API through the VIP and every node.
+func TestRenderKubernetesHealth(t *testing.T) {
+	steps := kubeSteps(t, true, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10"})
+	st, ok := steps["ctl-0/kube.health"]
+	if !ok || st.Host != "ctl-0" || st.Kind != kubesteps.KindHealth {
+		t.Fatalf("no ctl-0/kube.health: %+v", st)
+	}
+	want := []string{"ctl-0/kube.init", "ctl-1/kube.join-control-plane", "compute-0/kube.join", "compute-1/kube.join",
+		"ctl-0/kube.cni", "ctl-0/kube.labels/ctl-0", "ctl-0/kube.labels/ctl-1",
+		"ctl-0/kube.labels/compute-0", "ctl-0/kube.labels/compute-1"}
+	got := slices.Clone(st.Deps)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("kube.health deps\n got %v\nwant %v", got, want)
+	}
+	in := inputsOf[kubesteps.HealthInputs](t, st)
+	if in.Endpoint != "https://10.50.0.10:6443" || !in.VIP || in.Kubeconfig != "plinth-secret:output/ctl-0/kube.init/admin.conf" ||
+		!slices.Equal(in.Nodes, []string{"ctl-0", "ctl-1", "compute-0", "compute-1"}) {
+		t.Errorf("health inputs %+v", in)
+	}
+	// Without a VIP it asks controller-0; without a CNI step it does not wait for one.
+	steps = kubeSteps(t, true, &api.KubernetesSpec{CNI: api.CNISpec{Plugin: api.CNINone}})
+	in = inputsOf[kubesteps.HealthInputs](t, steps["ctl-0/kube.health"])
+	if in.Endpoint != "https://10.50.0.11:6443" || in.VIP {
+		t.Errorf("health inputs without a VIP %+v", in)
+	}
+	if slices.Contains(steps["ctl-0/kube.health"].Deps, "ctl-0/kube.cni") {
+		t.Errorf("no CNI step, yet kube.health waits for it: %v", steps["ctl-0/kube.health"].Deps)
 	}
 }

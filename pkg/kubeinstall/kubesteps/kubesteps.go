@@ -15,6 +15,7 @@ const (
 	KindJoin             = "kube.join"
 	KindCNI              = "kube.cni"
 	KindLabels           = "kube.labels"
+	KindHealth           = "kube.health"
 )
 
 // Outputs of kube.init, sealed by the coordinator as output/<host>/kube.init/<key>.
@@ -143,6 +144,19 @@ type LabelsInputs struct {
 	Node   string            `json:"node"`
 	Labels map[string]string `json:"labels"`
 	Taints []Taint           `json:"taints"`
+	// Kubeconfig references the admin kubeconfig kube.init produced.
+	Kubeconfig string `json:"kubeconfig"`
+}
+
+// HealthInputs checks the cluster from the first controller: the API answers through
+// the control-plane endpoint and every expected node is Ready. It changes nothing.
+type HealthInputs struct {
+	// Endpoint is the control-plane endpoint as a URL, "https://VIP:port".
+	Endpoint string `json:"endpoint"`
+	// VIP says Endpoint is the virtual IP (else the first controller's own address).
+	VIP bool `json:"vip,omitempty"`
+	// Nodes are the node names that must be registered and Ready.
+	Nodes []string `json:"nodes"`
 	// Kubeconfig references the admin kubeconfig kube.init produced.
 	Kubeconfig string `json:"kubeconfig"`
 }
