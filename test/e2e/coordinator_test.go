@@ -346,23 +346,7 @@ func TestSecurityRefusals(t *testing.T) {
 		t.Logf("refused: %v", err)
 	})
 
-	enroll := func(name, token string) (*client.Client, error) {
-		tok, err := pki.ParseToken(token)
-		if err != nil {
-			return nil, err
-		}
-		key, _ := pki.NewKey()
-		resp, err := client.Enroll(ctx, []string{c0.JoinAddr()}, tok, key, name, nil)
-		if err != nil {
-			return nil, err
-		}
-		keyPEM, _ := pki.EncodeKey(key)
-		tc, err := pki.Bundle{CAPEM: []byte(resp.CA), CertPEM: []byte(resp.Cert), KeyPEM: keyPEM}.ClientTLS("")
-		if err != nil {
-			return nil, err
-		}
-		return client.New([]string{c0.APIAddr()}, tc), nil
-	}
+	enroll := func(name, token string) (*client.Client, error) { return enrolAs(ctx, c0, name, token) }
 	newToken := func(name, ttl string) string {
 		out, err := l.CLI(ctx, "node", "enroll", name, "--role", "worker", "--ttl", ttl)
 		if err != nil {
@@ -486,19 +470,7 @@ func TestStepOutputsAreSealed(t *testing.T) {
 	if err := applyYAML(t, ctx, admin, siteYAML+hostYAML("h1", 11)); err != nil {
 		t.Fatal(err)
 	}
-	out, err := l.CLI(ctx, "node", "enroll", "h1", "--role", "controller")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := pki.ParseToken(strings.TrimSpace(out))
-	key, _ := pki.NewKey()
-	resp, err := client.Enroll(ctx, []string{c0.JoinAddr()}, tok, key, "h1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, _ := pki.EncodeKey(key)
-	tc, _ := pki.Bundle{CAPEM: []byte(resp.CA), CertPEM: []byte(resp.Cert), KeyPEM: keyPEM}.ClientTLS("")
-	agent := client.New([]string{c0.APIAddr()}, tc)
+	agent := enrolAgent(t, ctx, l, c0, "h1")
 	var steps server.AgentSteps
 	if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil || len(steps.Steps) != 1 {
 		t.Fatalf("steps: %+v %v", steps, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
-	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 )
@@ -50,19 +49,7 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 	if out, err := l.CLI(ctx, "kubeconfig"); err == nil || !strings.Contains(out+err.Error(), "h1/kube.init has not succeeded yet") {
 		t.Fatalf("before kube.init: %v %s", err, out)
 	}
-	out, err := l.CLI(ctx, "node", "enroll", "h1", "--role", "controller")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := pki.ParseToken(strings.TrimSpace(out))
-	key, _ := pki.NewKey()
-	resp, err := client.Enroll(ctx, []string{c0.JoinAddr()}, tok, key, "h1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, _ := pki.EncodeKey(key)
-	tc, _ := pki.Bundle{CAPEM: []byte(resp.CA), CertPEM: []byte(resp.Cert), KeyPEM: keyPEM}.ClientTLS("")
-	agent := client.New([]string{c0.APIAddr()}, tc)
+	agent := enrolAgent(t, ctx, l, c0, "h1")
 
 	const kubeconfig = "apiVersion: v1\nkind: Config\n# the admin kubeconfig\n"
 	var initInputs kubesteps.InitInputs

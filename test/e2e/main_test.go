@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/pki"
 )
 
 var binDir string
@@ -126,4 +128,44 @@ func builds() []struct{ out, pkg string } {
 		b = append(b, struct{ out, pkg string }{"plinth-agent", "./cmd/agent"})
 	}
 	return b
+}
+
+// enrolAs presents token at c's join port as host name and returns an API client
+// with the agent identity it was issued (the key is made here, as an agent would).
+func enrolAs(ctx context.Context, c *lab.Coordinator, name, token string) (*client.Client, error) {
+	tok, err := pki.ParseToken(strings.TrimSpace(token))
+	if err != nil {
+		return nil, err
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Enroll(ctx, []string{c.JoinAddr()}, tok, key, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := pki.EncodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := pki.Bundle{CAPEM: []byte(resp.CA), CertPEM: []byte(resp.Cert), KeyPEM: keyPEM}.ClientTLS("")
+	if err != nil {
+		return nil, err
+	}
+	return client.New([]string{c.APIAddr()}, tc), nil
+}
+
+// enrolAgent creates a token for name with the lab's CLI and enrols with it.
+func enrolAgent(t *testing.T, ctx context.Context, l *lab.Lab, c *lab.Coordinator, name string) *client.Client {
+	t.Helper()
+	out, err := l.CLI(ctx, "node", "enroll", name, "--role", "controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := enrolAs(ctx, c, name, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
