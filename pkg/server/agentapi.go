@@ -367,6 +367,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doEnroll(w http.ResponseWriter, r *http.Request) error {
+	if !s.enrolLimit.allow(r.RemoteAddr, time.Now()) {
+		return &httpError{http.StatusTooManyRequests, "too many enrolment attempts from this address; wait a few seconds"}
+	}
 	var req EnrollRequest
 	if err := readJSON(r, &req); err != nil {
 		return err

@@ -61,6 +61,9 @@ type Server struct {
 	mux    *http.ServeMux
 	joinMx *http.ServeMux
 	synced atomic.Bool
+	// enrolLimit bounds enrolment attempts per address: 100 at once (a rack enrolling
+	// through one NAT), then 2 a second.
+	enrolLimit *enrolLimiter
 }
 
 // New builds a Server.
@@ -76,8 +79,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: forwarding tls: %w", err)
 	}
 	s := &Server{
-		cfg: cfg,
-		log: cfg.Logger,
+		cfg:        cfg,
+		log:        cfg.Logger,
+		enrolLimit: newEnrolLimiter(500*time.Millisecond, 100),
 		fwd: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: clientTLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16,
 		}},
