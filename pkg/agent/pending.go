@@ -25,6 +25,7 @@ type Pending struct {
 	ID         string        `json:"id"`
 	Kind       string        `json:"kind"`
 	InputsHash string        `json:"inputsHash"`
+	RunID      string        `json:"runID,omitempty"`
 	Result     driver.Result `json:"result"`
 	SavedAt    time.Time     `json:"savedAt"`
 }

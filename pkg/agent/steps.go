@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -124,8 +126,9 @@ func (a *agent) setSnapshot(s server.AgentSteps) {
 
 // runStep tells the coordinator the step starts, runs it and reports the result.
 func (a *agent) runStep(ctx context.Context, st server.AgentStep) outcome {
-	log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash)
-	err := a.postRetry(ctx, "/v1/agent/start", server.StepReport{ID: st.ID, InputsHash: st.InputsHash})
+	runID := newRunID()
+	log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash, "run", runID)
+	err := a.postRetry(ctx, "/v1/agent/start", server.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: runID})
 	switch {
 	case ctx.Err() != nil:
 		return ranStep
@@ -152,7 +155,7 @@ func (a *agent) runStep(ctx context.Context, st server.AgentStep) outcome {
 		// Driver errors are written for reports (the coordinator shows them too).
 		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took)
 	}
-	p := Pending{ID: st.ID, Kind: st.Kind, InputsHash: st.InputsHash, Result: res}
+	p := Pending{ID: st.ID, Kind: st.Kind, InputsHash: st.InputsHash, RunID: runID, Result: res}
 	saved, err := a.pending.Put(p)
 	if err != nil {
 		// Still report it: losing the file only loses crash safety, not the result.
@@ -160,6 +163,15 @@ func (a *agent) runStep(ctx context.Context, st server.AgentStep) outcome {
 		saved = p
 	}
 	return a.deliver(ctx, log, saved, false)
+}
+
+// newRunID names one run of a step: the coordinator counts its result once.
+func newRunID() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "" // unnamed runs still work, without the duplicate guard
+	}
+	return hex.EncodeToString(b)
 }
 
 // execute runs the step with its driver; a missing driver or a driver panic becomes a
@@ -211,7 +223,7 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 				return ranStep
 			}
 		}
-		rep := server.StepReport{ID: p.ID, InputsHash: p.InputsHash, Result: &p.Result}
+		rep := server.StepReport{ID: p.ID, InputsHash: p.InputsHash, RunID: p.RunID, Result: &p.Result}
 		_, err := a.do(ctx, "POST", "/v1/agent/result", rep, nil)
 		switch {
 		case err == nil:

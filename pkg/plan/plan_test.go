@@ -103,22 +103,22 @@ func TestFinishAndRetry(t *testing.T) {
 	r := Record{Step: step("a/x", "h"), State: Running}
 	fail := driver.Result{Error: "boom", Retryable: true}
 
-	r, err := Finish(r, "h", fail, t0, p)
+	r, err := Finish(r, "h", "", fail, t0, p)
 	if err != nil || r.State != Failed || r.Attempts != 1 || !r.RetryAt.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("first failure: %+v %v", r, err)
 	}
 	if r.Runnable(t0.Add(time.Second)) || !r.Runnable(t0.Add(2*time.Second)) {
 		t.Fatalf("retry window wrong")
 	}
-	r, _ = Finish(r, "h", fail, t0, p)
+	r, _ = Finish(r, "h", "", fail, t0, p)
 	if r.State != Failed || !r.RetryAt.Equal(t0.Add(4*time.Second)) {
 		t.Fatalf("second failure: %+v", r)
 	}
-	r, _ = Finish(r, "h", fail, t0, p)
+	r, _ = Finish(r, "h", "", fail, t0, p)
 	if r.State != Blocked || r.Attempts != 3 {
 		t.Fatalf("third failure should block: %+v", r)
 	}
-	if _, err := Finish(r, "h", fail, t0, p); err == nil {
+	if _, err := Finish(r, "h", "", fail, t0, p); err == nil {
 		t.Fatal("result for a blocked step accepted")
 	}
 	r, err = Retry(r)
@@ -130,20 +130,20 @@ func TestFinishAndRetry(t *testing.T) {
 	}
 
 	perm := Record{Step: step("a/x", "h"), State: Running}
-	perm, _ = Finish(perm, "h", driver.Result{Error: "no such link"}, t0, p)
+	perm, _ = Finish(perm, "h", "", driver.Result{Error: "no such link"}, t0, p)
 	if perm.State != Blocked {
 		t.Fatalf("non-retryable failure should block at once: %+v", perm)
 	}
 
 	ok := Record{Step: step("a/x", "h"), State: Running, Attempts: 2}
-	ok, _ = Finish(ok, "h", driver.Result{Changes: []string{"x"}}, t0, p)
+	ok, _ = Finish(ok, "h", "", driver.Result{Changes: []string{"x"}}, t0, p)
 	if ok.State != Succeeded || ok.AppliedHash != "h" || ok.Attempts != 0 {
 		t.Fatalf("success: %+v", ok)
 	}
-	if again, err := Finish(ok, "h", driver.Result{}, t0, p); err != nil || again.State != Succeeded {
+	if again, err := Finish(ok, "h", "", driver.Result{}, t0, p); err != nil || again.State != Succeeded {
 		t.Fatalf("repeated success report should be a no-op: %v", err)
 	}
-	if _, err := Finish(ok, "old", driver.Result{}, t0, p); err == nil {
+	if _, err := Finish(ok, "old", "", driver.Result{}, t0, p); err == nil {
 		t.Fatal("stale result accepted")
 	}
 }
@@ -284,5 +284,25 @@ func TestFaultTolerance(t *testing.T) {
 		if c == nil || c.Status != tt.status || c.Reason != tt.reason {
 			t.Errorf("%+v: FaultTolerant = %+v", tt.spec, c)
 		}
+	}
+}
+
+// A result delivered twice (the agent did not see the first answer) counts once, and
+// a result from a run that was superseded by a newer start is stale.
+func TestFinishCountsEachRunOnce(t *testing.T) {
+	p := Policy{MaxAttempts: 5, RetryBase: time.Second, RetryMax: time.Minute}
+	r, _ := Start(Record{Step: step("a/x", "h"), State: Ready}, "h", "run-1", t0)
+	fail := driver.Result{Error: "boom", Retryable: true}
+	r, err := Finish(r, "h", "run-1", fail, t0, p)
+	if err != nil || r.Attempts != 1 {
+		t.Fatalf("first delivery: %+v %v", r, err)
+	}
+	again, err := Finish(r, "h", "run-1", fail, t0, p)
+	if err != nil || again.Attempts != 1 {
+		t.Fatalf("second delivery of the same run counted again: attempts %d, %v", again.Attempts, err)
+	}
+	r, _ = Start(r, "h", "run-2", t0.Add(time.Second))
+	if _, err := Finish(r, "h", "run-3", fail, t0, p); err == nil {
+		t.Fatal("result of an unknown run accepted")
 	}
 }

@@ -189,8 +189,9 @@ func (e *StaleError) Error() string { return e.Msg }
 
 func stale(format string, args ...any) error { return &StaleError{fmt.Sprintf(format, args...)} }
 
-// Start records that the agent began running the step.
-func Start(r Record, inputsHash string, now time.Time) (Record, error) {
+// Start records that the agent began run runID of the step ("" for agents that do
+// not name their runs).
+func Start(r Record, inputsHash, runID string, now time.Time) (Record, error) {
 	if inputsHash != r.InputsHash {
 		return r, stale("step %s: started with inputs %s, current inputs are %s", r.ID, inputsHash, r.InputsHash)
 	}
@@ -199,12 +200,20 @@ func Start(r Record, inputsHash string, now time.Time) (Record, error) {
 	}
 	r.State = Running
 	r.StartedAt = now
+	r.RunID = runID
 	return r, nil
 }
 
-// Finish records a run's result: success, a retry after backoff, or Blocked once
-// retries are exhausted or cannot help.
-func Finish(r Record, inputsHash string, res driver.Result, now time.Time, p Policy) (Record, error) {
+// Finish records the result of run runID: success, a retry after backoff, or Blocked
+// once retries are exhausted or cannot help. The result of a run already recorded is
+// a no-op; a result for a run other than the current one is stale.
+func Finish(r Record, inputsHash, runID string, res driver.Result, now time.Time, p Policy) (Record, error) {
+	if runID != "" && runID == r.FinishedRunID {
+		return r, nil // delivered twice: counted once
+	}
+	if runID != "" && r.RunID != "" && runID != r.RunID {
+		return r, stale("step %s: result of run %s, but run %s started since", r.ID, runID, r.RunID)
+	}
 	if inputsHash != r.InputsHash {
 		return r, stale("step %s: result for inputs %s, current inputs are %s", r.ID, inputsHash, r.InputsHash)
 	}
@@ -221,6 +230,7 @@ func Finish(r Record, inputsHash string, res driver.Result, now time.Time, p Pol
 	res2 := res
 	r.LastResult = &res2
 	r.FinishedAt = now
+	r.FinishedRunID = runID
 	if res.OK() {
 		r.State = Succeeded
 		r.AppliedHash = inputsHash

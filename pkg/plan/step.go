@@ -51,10 +51,14 @@ type Record struct {
 	RetryAt     time.Time      `json:"retryAt,omitempty"`
 	LastResult  *driver.Result `json:"lastResult,omitempty"`
 	// Drift is what the agent found changed on the host since the last success.
-	Drift       []string  `json:"drift,omitempty"`
-	StartedAt   time.Time `json:"startedAt,omitempty"`
-	FinishedAt  time.Time `json:"finishedAt,omitempty"`
-	ModifyIndex uint64    `json:"modifyIndex"`
+	Drift     []string  `json:"drift,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitempty"`
+	// RunID names the agent's current run; FinishedRunID the last run whose result
+	// was recorded, so a result delivered twice is counted once.
+	RunID         string    `json:"runID,omitempty"`
+	FinishedRunID string    `json:"finishedRunID,omitempty"`
+	FinishedAt    time.Time `json:"finishedAt,omitempty"`
+	ModifyIndex   uint64    `json:"modifyIndex"`
 }
 
 // Runnable reports whether an agent should run the step at now.

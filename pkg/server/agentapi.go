@@ -168,10 +168,13 @@ func (s *Server) stepOwner(id string) string {
 
 // StepReport is an agent's report about one of its steps.
 type StepReport struct {
-	ID         string         `json:"id"`
-	InputsHash string         `json:"inputsHash"`
-	Result     *driver.Result `json:"result,omitempty"`
-	Changes    []string       `json:"changes,omitempty"`
+	ID         string `json:"id"`
+	InputsHash string `json:"inputsHash"`
+	// RunID names one run of the step (agent-chosen), so a result delivered twice is
+	// counted once.
+	RunID   string         `json:"runID,omitempty"`
+	Result  *driver.Result `json:"result,omitempty"`
+	Changes []string       `json:"changes,omitempty"`
 }
 
 func (s *Server) agentReport(r *http.Request) (StepReport, error) {
@@ -191,7 +194,7 @@ func (s *Server) agentStart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.propose(r.Context(), state.CmdStepStart, state.StepStart{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash}); err != nil {
+	if err := s.propose(r.Context(), state.CmdStepStart, state.StepStart{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, RunID: rep.RunID}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
@@ -206,7 +209,7 @@ func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
 	if rep.Result == nil {
 		return &httpError{http.StatusBadRequest, "result: required"}
 	}
-	cmd := state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, Result: *rep.Result}
+	cmd := state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, RunID: rep.RunID, Result: *rep.Result}
 	if len(cmd.Result.Outputs) > 0 {
 		names := make(map[string]string, len(cmd.Result.Outputs))
 		for k, v := range cmd.Result.Outputs {

@@ -314,10 +314,10 @@ func (a *applier) stepStart(b StepStart) error {
 	if err != nil {
 		return err
 	}
-	if r.State == plan.Running && r.InputsHash == b.InputsHash {
+	if r.State == plan.Running && r.InputsHash == b.InputsHash && r.RunID == b.RunID {
 		return nil
 	}
-	r, err = plan.Start(r, b.InputsHash, a.now)
+	r, err = plan.Start(r, b.InputsHash, b.RunID, a.now)
 	if err != nil {
 		return err
 	}
@@ -331,7 +331,7 @@ func (a *applier) stepResult(b StepResult) error {
 		return err
 	}
 	before := r.State
-	r, err = plan.Finish(r, b.InputsHash, b.Result, a.now, a.policy())
+	r, err = plan.Finish(r, b.InputsHash, b.RunID, b.Result, a.now, a.policy())
 	if err != nil {
 		return err
 	}

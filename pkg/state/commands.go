@@ -102,6 +102,7 @@ type StepStart struct {
 	ID         string `json:"id"`
 	Host       string `json:"host"`
 	InputsHash string `json:"inputsHash"`
+	RunID      string `json:"runID,omitempty"`
 }
 
 // StepResult reports the outcome of a run.
@@ -109,6 +110,7 @@ type StepResult struct {
 	ID         string        `json:"id"`
 	Host       string        `json:"host"`
 	InputsHash string        `json:"inputsHash"`
+	RunID      string        `json:"runID,omitempty"`
 	Result     driver.Result `json:"result"`
 	// Outputs are the result's outputs sealed by the proposer; Result.Outputs then
 	// holds only their names (values "sealed"), so no plaintext reaches the log.
