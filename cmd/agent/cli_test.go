@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
@@ -70,7 +71,7 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tok server.TokenResponse
-	eventually(t, 20*time.Second, "coordinator accepts writes", func() error {
+	poll.Until(t, 20*time.Second, "coordinator accepts writes", func() error {
 		_, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "node-1", Role: "agent"}, &tok)
 		return err
 	})
@@ -103,7 +104,7 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 		rdone <- err
 	}()
 	var rec plan.Record
-	eventually(t, 30*time.Second, "step blocked by the real driver", func() error {
+	poll.Until(t, 30*time.Second, "step blocked by the real driver", func() error {
 		var d server.HostDetail
 		if _, err := admin.Do(ctx, "GET", "/v1/hosts/node-1", nil, &d); err != nil {
 			return err
@@ -154,20 +155,5 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 	if out, err := execute(context.Background(), "completion", "bash"); err != nil || !strings.Contains(out, "plinth-agent") {
 		t.Errorf("completion bash: %v", err)
-	}
-}
-
-func eventually(t *testing.T, within time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

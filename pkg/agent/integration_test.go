@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -164,7 +165,7 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 
 	// Enrol node-1.
 	var tok server.TokenResponse
-	eventually(t, 20*time.Second, "coordinator accepts writes", func() error {
+	poll.Until(t, 20*time.Second, "coordinator accepts writes", func() error {
 		_, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "node-1", Role: "agent", TTL: time.Hour}, &tok)
 		return err
 	})
@@ -225,7 +226,7 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 	waitState := func(what string, ok func(plan.Record) bool) plan.Record {
 		t.Helper()
 		var r plan.Record
-		eventually(t, 30*time.Second, what, func() error {
+		poll.Until(t, 30*time.Second, what, func() error {
 			if r = step(); !ok(r) {
 				return fmt.Errorf("step is %s (attempts %d, applied %s, inputs %s)", r.State, r.Attempts, r.AppliedHash, r.InputsHash)
 			}
@@ -245,13 +246,13 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 	if applies, _ := d1.counts(); applies != 2 || r.Attempts != 0 {
 		t.Fatalf("applies = %d, attempts = %d; want 2 applies (fail, success)", applies, r.Attempts)
 	}
-	eventually(t, 10*time.Second, "READY=1 and watchdog", func() error {
+	poll.Until(t, 10*time.Second, "READY=1 and watchdog", func() error {
 		if !n.has("READY=1") || !n.has("WATCHDOG=1") {
 			return fmt.Errorf("notified %v", n.list())
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "facts and reachability", func() error {
+	poll.Until(t, 30*time.Second, "facts and reachability", func() error {
 		var d server.HostDetail
 		if _, err := admin.Do(ctx, "GET", "/v1/hosts/node-1", nil, &d); err != nil {
 			return err
@@ -263,7 +264,7 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 	})
 	// The 30s certificate was renewed at start-up (past half-life), and the agent
 	// keeps working with the new one: new inputs are applied.
-	eventually(t, 20*time.Second, "certificate renewed", func() error {
+	poll.Until(t, 20*time.Second, "certificate renewed", func() error {
 		b, err := LoadBundle(stateDir)
 		if err != nil {
 			return err
@@ -357,19 +358,4 @@ func apply(t *testing.T, ctx context.Context, admin *client.Client, yaml string)
 		t.Fatalf("apply: %v", err)
 	}
 	t.Logf("apply: %s", strings.Join(resp.Plan, "; "))
-}
-
-func eventually(t *testing.T, within time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/plinth-dev/plinth/internal/poll"
 )
 
 func TestSingleNodeBootstrapAndApply(t *testing.T) {
@@ -259,7 +260,7 @@ func TestForeignCARejected(t *testing.T) {
 	// The rogue tries to pull a into its cluster. (Raft commits a single
 	// voter's first AddVoter on its own, so the rogue may believe it.)
 	_ = rogue.AddVoter(ctxT(t, 2*time.Second), "a", a.Addr())
-	waitFor(t, 5*time.Second, "a to refuse the rogue", func() bool {
+	poll.True(t, 5*time.Second, "a to refuse the rogue", func() bool {
 		return strings.Contains(h.logs.String(), "node=a remote=")
 	})
 	// Transport level: the rogue's connection is refused by a...
@@ -420,7 +421,7 @@ func TestRecoverSingle(t *testing.T) {
 		t.Fatal("apply without quorum succeeded")
 	}
 	t.Logf("apply without quorum: %v", err)
-	waitFor(t, 5*time.Second, "a to step down", func() bool { return !a.IsLeader() })
+	poll.True(t, 5*time.Second, "a to step down", func() bool { return !a.IsLeader() })
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +443,7 @@ func TestRecoverSingle(t *testing.T) {
 		t.Fatalf("members after recovery = %+v", members)
 	}
 	mustApply(t, a2, "after-recovery")
-	waitFor(t, 5*time.Second, "earlier data intact", func() bool {
+	poll.True(t, 5*time.Second, "earlier data intact", func() bool {
 		got := a2.fsm.list()
 		// The uncommitted "lost-quorum" entry may survive recovery: its
 		// client was told the outcome is unknown.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/plinth-dev/plinth/internal/poll"
 )
 
 // --- PKI ---
@@ -269,23 +270,11 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitLeader returns the single leader among nodes.
 func waitLeader(t *testing.T, nodes ...*testNode) *testNode {
 	t.Helper()
 	var leader *testNode
-	waitFor(t, 10*time.Second, "a leader", func() bool {
+	poll.True(t, 10*time.Second, "a leader", func() bool {
 		leader = nil
 		for _, n := range nodes {
 			if n.IsLeader() {
@@ -321,7 +310,7 @@ func mustApply(t *testing.T, n *testNode, cmd string) uint64 {
 // waitList waits until n's FSM holds exactly want.
 func waitList(t *testing.T, n *testNode, want []string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, n.ID()+" FSM to converge", func() bool {
+	poll.True(t, 10*time.Second, n.ID()+" FSM to converge", func() bool {
 		return slices.Equal(n.fsm.list(), want)
 	})
 }

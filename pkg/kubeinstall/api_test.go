@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -57,7 +58,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The bootstrap signer signs cluster-info for the token: discovery needs it.
-		eventuallyT(t, 30*time.Second, "cluster-info signed", func() error {
+		poll.Until(t, 30*time.Second, "cluster-info signed", func() error {
 			cm, err := c.admin.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -352,17 +353,4 @@ func assertTaint(t *testing.T, c *apiCluster, ctx context.Context, node, key, va
 	if want {
 		t.Errorf("%s: taint %s missing (%v)", node, key, n.Spec.Taints)
 	}
-}
-
-func eventuallyT(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/plinth-dev/plinth/internal/poll"
 )
 
 // testMember is a Pool plus a recorder that drains its Events channel.
@@ -98,22 +100,6 @@ func start(t *testing.T, name string, role Role, key []byte, seeds ...string) *t
 	})
 }
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	begin := time.Now()
-	deadline := begin.Add(timeout)
-	for {
-		if cond() {
-			return time.Since(begin)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 func memberState(p *Pool, name string) (Member, bool) {
 	for _, m := range p.Members() {
 		if m.Name == name {
@@ -147,7 +133,7 @@ func TestThreeMembersSeeEachOther(t *testing.T) {
 	}
 
 	pools := map[string]*testMember{"a": a, "b": b, "c": c}
-	eventually(t, 10*time.Second, "3 alive members everywhere", func() bool {
+	poll.True(t, 10*time.Second, "3 alive members everywhere", func() bool {
 		for _, m := range pools {
 			if got := m.Members(); len(got) != 3 || !allAlive(m.Pool, "a", "b", "c") {
 				return false
@@ -183,7 +169,7 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 	key := newKey(t)
 	a := start(t, "a", RoleCoordinator, key)
 	b := start(t, "b", RoleAgent, key, a.LocalAddr())
-	eventually(t, 10*time.Second, "a and b see each other", func() bool {
+	poll.True(t, 10*time.Second, "a and b see each other", func() bool {
 		return allAlive(a.Pool, "a", "b") && allAlive(b.Pool, "a", "b")
 	})
 
@@ -214,7 +200,7 @@ func TestCrashDetectedAndRestart(t *testing.T) {
 	a := start(t, "a", RoleCoordinator, key)
 	b := start(t, "b", RoleCoordinator, key, a.LocalAddr())
 	c := start(t, "c", RoleAgent, key, a.LocalAddr())
-	eventually(t, 10*time.Second, "3 alive members everywhere", func() bool {
+	poll.True(t, 10*time.Second, "3 alive members everywhere", func() bool {
 		return allAlive(a.Pool, "a", "b", "c") && allAlive(b.Pool, "a", "b", "c") && allAlive(c.Pool, "a", "b", "c")
 	})
 
@@ -226,7 +212,7 @@ func TestCrashDetectedAndRestart(t *testing.T) {
 	crashedLeave := func(ev Event) bool {
 		return ev.Kind == EventLeave && ev.Member.Name == "c" && !ev.Graceful && ev.Member.State == StateDead
 	}
-	took := eventually(t, 10*time.Second, "dead event for c on a and b", func() bool {
+	took := poll.True(t, 10*time.Second, "dead event for c on a and b", func() bool {
 		return a.hasEvent(fromA, crashedLeave) && b.hasEvent(fromB, crashedLeave)
 	})
 	t.Logf("crash detected by both peers in %v", took)
@@ -246,11 +232,11 @@ func TestCrashDetectedAndRestart(t *testing.T) {
 	rejoined := func(ev Event) bool {
 		return ev.Kind == EventJoin && ev.Member.Name == "c" && ev.Member.Addr == c2.LocalAddr()
 	}
-	took = eventually(t, 20*time.Second, "join event for restarted c on a and b", func() bool {
+	took = poll.True(t, 20*time.Second, "join event for restarted c on a and b", func() bool {
 		return a.hasEvent(fromA, rejoined) && b.hasEvent(fromB, rejoined)
 	})
 	t.Logf("restart seen by both peers in %v", took)
-	eventually(t, 5*time.Second, "restarted c alive in Members", func() bool {
+	poll.True(t, 5*time.Second, "restarted c alive in Members", func() bool {
 		return allAlive(a.Pool, "c") && allAlive(b.Pool, "c")
 	})
 }
@@ -259,7 +245,7 @@ func TestGracefulLeave(t *testing.T) {
 	key := newKey(t)
 	a := start(t, "a", RoleCoordinator, key)
 	b := start(t, "b", RoleAgent, key, a.LocalAddr())
-	eventually(t, 10*time.Second, "a sees b", func() bool { return allAlive(a.Pool, "b") })
+	poll.True(t, 10*time.Second, "a sees b", func() bool { return allAlive(a.Pool, "b") })
 
 	from := len(a.events())
 	if err := b.Leave(2 * time.Second); err != nil {
@@ -268,7 +254,7 @@ func TestGracefulLeave(t *testing.T) {
 	left := func(ev Event) bool {
 		return ev.Kind == EventLeave && ev.Member.Name == "b" && ev.Graceful && ev.Member.State == StateLeft
 	}
-	eventually(t, 5*time.Second, "graceful leave event for b", func() bool { return a.hasEvent(from, left) })
+	poll.True(t, 5*time.Second, "graceful leave event for b", func() bool { return a.hasEvent(from, left) })
 	if got, _ := memberState(a.Pool, "b"); got.State != StateLeft {
 		t.Errorf("Members has b as %+v, want left", got)
 	}
@@ -335,7 +321,7 @@ func TestBackgroundJoinRetriesUntilSeedIsUp(t *testing.T) {
 	seedAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	b := start(t, "b", RoleAgent, key, seedAddr) // seed not up yet
 
-	eventually(t, 5*time.Second, "a failed join attempt", func() bool { return b.joinFailures.Load() > 0 })
+	poll.True(t, 5*time.Second, "a failed join attempt", func() bool { return b.joinFailures.Load() > 0 })
 	a := startCfg(t, Config{
 		Name: "a", Role: RoleCoordinator, BindAddr: seedAddr, Key: key,
 		Logger: testLogger(), Profile: ProfileFast,
@@ -343,7 +329,7 @@ func TestBackgroundJoinRetriesUntilSeedIsUp(t *testing.T) {
 	if a.LocalAddr() != seedAddr {
 		t.Fatalf("LocalAddr %s, want %s", a.LocalAddr(), seedAddr)
 	}
-	eventually(t, 15*time.Second, "b joined a via background retry", func() bool {
+	poll.True(t, 15*time.Second, "b joined a via background retry", func() bool {
 		return allAlive(a.Pool, "a", "b") && allAlive(b.Pool, "a", "b")
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
@@ -88,32 +89,32 @@ func TestIntegrationDPDK(t *testing.T) {
 	}
 
 	t.Run("ping through two af_packet DPDK ports", func(t *testing.T) {
-		eventually(t, 10*time.Second, "x reaches w", func() error { return ping(x, "10.99.0.3") })
+		poll.Until(t, 10*time.Second, "x reaches w", func() error { return ping(x, "10.99.0.3") })
 	})
 
 	t.Run("LACP bond fails over", func(t *testing.T) {
-		eventually(t, 15*time.Second, "bond0 negotiated and y reachable", func() error {
+		poll.Until(t, 15*time.Second, "bond0 negotiated and y reachable", func() error {
 			if out, _ := e.run("ovs-appctl", "bond/show", "bond0"); !strings.Contains(out, "lacp_status: negotiated") {
 				return fmt.Errorf("bond0: %s", out)
 			}
 			return ping(x, "10.99.0.2")
 		})
 		e.ip("-n", e.ns, "link", "set", "a1", "down")
-		eventually(t, 15*time.Second, "pa1 disabled", func() error {
+		poll.Until(t, 15*time.Second, "pa1 disabled", func() error {
 			out, _ := e.run("ovs-appctl", "bond/show", "bond0")
 			if !strings.Contains(out, "member pa1: disabled") {
 				return fmt.Errorf("%s", out)
 			}
 			return nil
 		})
-		eventually(t, 10*time.Second, "y reachable over pa2", func() error { return ping(x, "10.99.0.2") })
+		poll.Until(t, 10*time.Second, "y reachable over pa2", func() error { return ping(x, "10.99.0.2") })
 		e.ip("-n", e.ns, "link", "set", "a1", "up")
 	})
 
 	t.Run("VLAN access ports", func(t *testing.T) {
 		e.ip("-n", e.ns, "addr", "add", "10.100.0.1/24", "dev", "vlan100")
 		e.ip("-n", e.ns, "link", "set", "vlan100", "up")
-		eventually(t, 10*time.Second, "v (tag 100) reaches the tag-100 internal port", func() error { return ping(v, "10.100.0.1") })
+		poll.Until(t, 10*time.Second, "v (tag 100) reaches the tag-100 internal port", func() error { return ping(v, "10.100.0.1") })
 		if err := ping(q, "10.100.0.1"); err == nil {
 			t.Error("q (tag 200) reached a tag-100 port")
 		}
@@ -152,7 +153,7 @@ func TestIntegrationDPDK(t *testing.T) {
 		}
 		inSync(t, dp, in)
 		runOK(t, br, bridges) // the ports come back by themselves; verify says so
-		eventually(t, 10*time.Second, "x reaches w again", func() error { return ping(x, "10.99.0.3") })
+		poll.Until(t, 10*time.Second, "x reaches w again", func() error { return ping(x, "10.99.0.3") })
 		pid = e.vs.Process.Pid
 		res = runOK(t, dp, func() ovsspec.DPDKInputs { in.PMDMaxSleepUs = 5000; return in }())
 		if len(res.Changes) != 1 || e.vs.Process.Pid != pid {

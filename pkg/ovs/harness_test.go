@@ -222,21 +222,6 @@ func ping(ns, addr string) error {
 	return nil
 }
 
-func eventually(t testing.TB, d time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // hugepages reserves n more 2 MiB pages and mounts hugetlbfs under the env's dir;
 // Cleanup unmounts, restores nr_hugepages exactly and removes DPDK's /var/run/dpdk
 // runtime dir if it did not exist before.

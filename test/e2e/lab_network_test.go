@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
@@ -123,7 +124,7 @@ func testLabNetwork(t *testing.T, e *labEnv) {
 		hijack := fmt.Sprintf("10.%d.0.0/25", e.n) // the coordinators, but not the gateway side
 		e.apply(labNetworkParts(base, fmt.Sprintf("  - {to: %s, dev: data0}\n", hijack)))
 		start := time.Now()
-		eventually(t, 90*time.Second, "compute-0/host.network rolled back", func() error {
+		poll.Until(t, 90*time.Second, "compute-0/host.network rolled back", func() error {
 			r := e.record("compute-0/host.network")
 			if r.State != plan.Blocked || r.LastResult == nil || !strings.Contains(r.LastResult.Error, "rolled back") {
 				return fmt.Errorf("state %s result %+v", r.State, r.LastResult)

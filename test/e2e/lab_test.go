@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/ceph/cephtest"
 	"github.com/plinth-dev/plinth/pkg/client"
@@ -229,7 +230,7 @@ func TestLab(t *testing.T) {
 		if _, err := e.l.Exec(e.ctx, e.l.Host("controller-1"), "ip", "link", "set", "data0", "mtu", "1400"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "drift repaired", func() error {
+		poll.Until(t, 30*time.Second, "drift repaired", func() error {
 			if mtu, _ := e.link("controller-1"); mtu != 9000 {
 				return fmt.Errorf("mtu %d", mtu)
 			}
@@ -251,7 +252,7 @@ func TestLab(t *testing.T) {
 		h := e.l.Host("compute-0")
 		h.Agent.Kill()
 		killed := time.Now()
-		eventually(t, 20*time.Second, "compute-0 Reachable=False", func() error {
+		poll.Until(t, 20*time.Second, "compute-0 Reachable=False", func() error {
 			if c := cond(e.host("compute-0"), api.ConditionReachable); c.Status != api.ConditionFalse {
 				return fmt.Errorf("Reachable=%s", c.Status)
 			}
@@ -301,7 +302,7 @@ func TestLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		cut := time.Now()
-		eventually(t, 30*time.Second, "controller-1 unreachable", func() error {
+		poll.Until(t, 30*time.Second, "controller-1 unreachable", func() error {
 			if c := cond(e.host("controller-1"), api.ConditionReachable); c.Status != api.ConditionFalse {
 				return fmt.Errorf("Reachable=%s", c.Status)
 			}
@@ -353,7 +354,7 @@ func testLabOVS(t *testing.T, e *labEnv) {
 	if _, err := vsctl(h, "del-port", "br-data", "vlan100"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "vlan100 restored on compute-0", func() error {
+	poll.Until(t, 30*time.Second, "vlan100 restored on compute-0", func() error {
 		if out, _ := vsctl(h, "list-ports", "br-data"); out != "data0p\nvlan100" {
 			return fmt.Errorf("ports %q", out)
 		}
