@@ -78,7 +78,9 @@ func (p *proc) stop() {
 // coordinators also gossip over UDP), like test/e2e does.
 func freeBase(n int) (int, error) {
 	for range 500 {
-		base := 20000 + rand.IntN(30000)
+		// Below the kernel's ephemeral range (32768+): a restarted process must get its
+		// port back, and an outgoing connection may hold any free ephemeral port.
+		base := 20000 + rand.IntN(12000)
 		ok := true
 		for p := base; p < base+n && ok; p++ {
 			addr := fmt.Sprintf("127.0.0.1:%d", p)

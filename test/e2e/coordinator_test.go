@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/lab"
@@ -138,7 +139,7 @@ func TestCoordinatorFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	killedAt := time.Now()
 	t.Logf("killed leader %s", leader)
 
-	eventually(t, 20*time.Second, "a new leader accepts writes", func() error {
+	poll.Until(t, 20*time.Second, "a new leader accepts writes", func() error {
 		nl, err := l.Leader(ctx)
 		if err != nil || nl == leader {
 			return fmt.Errorf("leader %q: %v", nl, err)
@@ -179,7 +180,7 @@ func TestCoordinatorFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	if err := l.WaitReady(ctx, old, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "all coordinators hold the same state", func() error {
+	poll.Until(t, 30*time.Second, "all coordinators hold the same state", func() error {
 		var first string
 		for _, c := range coords {
 			s, err := exportOf(ctx, l, c)
@@ -199,14 +200,7 @@ func TestCoordinatorFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 func TestSnapshotSaveRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l := newLab(t)
-	if _, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab"); err != nil {
-		t.Fatal(err)
-	}
-	cl, _ := l.Client()
-	if err := applyYAML(t, ctx, cl, siteYAML+hostYAML("h1", 11)); err != nil {
-		t.Fatal(err)
-	}
+	l, _, cl := oneCoordinator(t, ctx, siteYAML+hostYAML("h1", 11))
 	file := filepath.Join(l.Dir, "snap.json")
 	if out, err := l.CLI(ctx, "snapshot", "save", file); err != nil {
 		t.Fatal(err, out)
@@ -307,15 +301,7 @@ func runBin(ctx context.Context, bin string, args ...string) (string, error) {
 func TestSecurityRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l := newLab(t)
-	c0, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, _ := l.Client()
-	if err := applyYAML(t, ctx, admin, siteYAML+hostYAML("h1", 11)+hostYAML("h2", 12)); err != nil {
-		t.Fatal(err)
-	}
+	l, c0, admin := oneCoordinator(t, ctx, siteYAML+hostYAML("h1", 11)+hostYAML("h2", 12))
 	idf, err := pki.ReadIdentityFile(l.Identity)
 	if err != nil {
 		t.Fatal(err)
@@ -428,10 +414,7 @@ func forge(t *testing.T, s string) string {
 func TestApplyValidationAndDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l := newLab(t)
-	if _, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab"); err != nil {
-		t.Fatal(err)
-	}
+	l, _, _ := oneCoordinator(t, ctx, "")
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte(siteYAML+strings.Replace(hostYAML("h1", 11), "interfaces:", "interfaces:\n  - name: eth2\n    mtu: 70000", 1)), 0o644)
@@ -461,15 +444,7 @@ func TestApplyValidationAndDryRun(t *testing.T) {
 func TestStepOutputsAreSealed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l := newLab(t)
-	c0, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, _ := l.Client()
-	if err := applyYAML(t, ctx, admin, siteYAML+hostYAML("h1", 11)); err != nil {
-		t.Fatal(err)
-	}
+	l, c0, _ := oneCoordinator(t, ctx, siteYAML+hostYAML("h1", 11))
 	agent := enrolAgent(t, ctx, l, c0, "h1")
 	var steps server.AgentSteps
 	if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil || len(steps.Steps) != 1 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
@@ -37,15 +38,7 @@ spec:
 func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l := newLab(t)
-	c0, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, _ := l.Client()
-	if err := applyYAML(t, ctx, admin, kubeSiteYAML+hostYAML("h1", 11)); err != nil {
-		t.Fatal(err)
-	}
+	l, c0, _ := oneCoordinator(t, ctx, kubeSiteYAML+hostYAML("h1", 11))
 	if out, err := l.CLI(ctx, "kubeconfig"); err == nil || !strings.Contains(out+err.Error(), "h1/kube.init has not succeeded yet") {
 		t.Fatalf("before kube.init: %v %s", err, out)
 	}
@@ -54,7 +47,7 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 	const kubeconfig = "apiVersion: v1\nkind: Config\n# the admin kubeconfig\n"
 	var initInputs kubesteps.InitInputs
 	var etcdInputs kubesteps.EtcdInputs
-	eventually(t, 30*time.Second, "kube.init succeeded", func() error {
+	poll.Until(t, 30*time.Second, "kube.init succeeded", func() error {
 		var steps server.AgentSteps
 		if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil {
 			return err
@@ -93,7 +86,7 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 	}
 
 	// Only an admin gets the kubeconfig; the replicated state holds it sealed.
-	eventually(t, 10*time.Second, "kubeconfig served", func() error {
+	poll.Until(t, 10*time.Second, "kubeconfig served", func() error {
 		out, err := l.CLI(ctx, "kubeconfig")
 		if err != nil {
 			return err

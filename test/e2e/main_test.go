@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
@@ -50,7 +49,9 @@ func freeBase(t *testing.T, n int) int {
 	portMu.Lock()
 	defer portMu.Unlock()
 	for range 200 {
-		base := 20000 + rand.IntN(30000)
+		// Below the kernel's ephemeral range (32768+): a restarted process must get its
+		// port back, and an outgoing connection may hold any free ephemeral port.
+		base := 20000 + rand.IntN(12000)
 		ok := true
 		for p := base; p < base+n && ok; p++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
@@ -108,20 +109,6 @@ func dumpLogs(t *testing.T, dir string) {
 	}
 }
 
-// eventually polls f until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
 func builds() []struct{ out, pkg string } {
 	b := []struct{ out, pkg string }{{"plinth-coordinator", "./cmd/coordinator"}}
 	if os.Getenv("PLINTH_E2E_SKIP_AGENT") == "" {
@@ -168,4 +155,25 @@ func enrolAgent(t *testing.T, ctx context.Context, l *lab.Lab, c *lab.Coordinato
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// oneCoordinator starts a lab with a single coordinator c0 on loopback and, when
+// yaml is not empty, applies it; it returns the lab, c0 and an admin client.
+func oneCoordinator(t *testing.T, ctx context.Context, yaml string) (*lab.Lab, *lab.Coordinator, *client.Client) {
+	t.Helper()
+	l := newLab(t)
+	c0, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", freeBase(t, 4), "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if yaml != "" {
+		if err := applyYAML(t, ctx, admin, yaml); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l, c0, admin
 }
