@@ -16,7 +16,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/labhost"
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
 
@@ -327,5 +326,3 @@ func CheckRoot() error {
 	}
 	return nil
 }
-
-var _ = server.Status{}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -63,42 +62,26 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 // PlanDiff validates m against the stored state and describes what applying it would
 // change: spec generations and steps added, re-run or removed.
 func PlanDiff(v state.View, file string, m *api.Manifest) ([]string, error) {
-	hosts := map[string]api.Host{}
-	for _, h := range v.Hosts() {
-		if h.Declared {
-			hosts[h.Name] = h.Host
-		}
-	}
-	var site *api.Site
-	old, hasSite := v.Site()
-	if hasSite {
-		site = &old.Site
-	}
 	var out []string
 	if m.Site != nil {
+		old, hasSite := v.Site()
 		switch {
 		case !hasSite:
 			out = append(out, "+ site "+m.Site.Metadata.Name)
 		case old.SpecHash != api.SpecHash(m.Site.Spec):
 			out = append(out, fmt.Sprintf("~ site %s: spec changed (generation %d -> %d)", m.Site.Metadata.Name, old.Site.Metadata.Generation, old.Site.Metadata.Generation+1))
 		}
-		site = m.Site
 	}
 	for _, h := range m.Hosts {
-		prev, ok := hosts[h.Metadata.Name]
+		prev, ok := v.Host(h.Metadata.Name)
 		switch {
-		case !ok:
+		case !ok || !prev.Declared:
 			out = append(out, "+ host "+h.Metadata.Name)
-		case api.SpecHash(prev.Spec) != api.SpecHash(h.Spec):
-			out = append(out, fmt.Sprintf("~ host %s: spec changed (generation %d -> %d)", h.Metadata.Name, prev.Metadata.Generation, prev.Metadata.Generation+1))
+		case prev.SpecHash != api.SpecHash(h.Spec):
+			out = append(out, fmt.Sprintf("~ host %s: spec changed (generation %d -> %d)", h.Metadata.Name, prev.Host.Metadata.Generation, prev.Host.Metadata.Generation+1))
 		}
-		hosts[h.Metadata.Name] = h
 	}
-	all := make([]api.Host, 0, len(hosts))
-	for _, h := range hosts {
-		all = append(all, h)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Metadata.Name < all[j].Metadata.Name })
+	site, all := v.Merged(m)
 	if errs := api.ValidateSet(file, site, all); len(errs) > 0 {
 		return nil, errs
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -463,5 +462,3 @@ func (s *Server) raftJoin(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, struct{}{})
 	return nil
 }
-
-var _ = api.ConditionTrue

@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -149,6 +148,18 @@ func identity(r *http.Request) pki.Identity {
 
 // handle registers a route for the given roles.
 func (s *Server) handle(pattern string, roles []string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.route(pattern, roles, h, true)
+}
+
+// handleNode registers a route about this coordinator itself (status, health,
+// metrics, membership), served even while it catches up after a restart.
+func (s *Server) handleNode(pattern string, roles []string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.route(pattern, roles, h, false)
+}
+
+// route authenticates and authorises the caller; with fromState, reads wait until
+// this coordinator has replayed what it knows to be committed (see caughtUp).
+func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWriter, r *http.Request) error, fromState bool) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id, err := pki.PeerIdentity(r.TLS)
@@ -165,7 +176,7 @@ func (s *Server) handle(pattern string, roles []string, h func(w http.ResponseWr
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
-		if r.Method == http.MethodGet && !s.caughtUp() && !strings.HasPrefix(pattern, "GET /v1/status") && !strings.HasPrefix(pattern, "GET /metrics") && !strings.HasPrefix(pattern, "GET /readyz") && !strings.HasPrefix(pattern, "GET /v1/members") {
+		if fromState && r.Method == http.MethodGet && !s.caughtUp() {
 			s.writeErr(w, r, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("coordinator %s is still catching up with the leader; ask another coordinator", s.cfg.Name)})
 			return
 		}
@@ -192,9 +203,9 @@ func (s *Server) routes() {
 	s.joinMx.HandleFunc("GET /healthz", s.healthz)
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.handle("GET /readyz", anyone, s.readyz)
-	s.handle("GET /metrics", anyone, s.metrics)
-	s.handle("GET /v1/status", anyone, s.status)
+	s.handleNode("GET /readyz", anyone, s.readyz)
+	s.handleNode("GET /metrics", anyone, s.metrics)
+	s.handleNode("GET /v1/status", anyone, s.status)
 
 	s.handle("POST /v1/apply", admins, s.apply)
 	s.handle("GET /v1/site", readers, s.getSite)
@@ -206,7 +217,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/events", readers, s.getEvents)
 	s.handle("POST /v1/tokens", admins, s.createToken)
 	s.handle("GET /v1/tokens", admins, s.getTokens)
-	s.handle("GET /v1/members", readers, s.members)
+	s.handleNode("GET /v1/members", readers, s.members)
 	s.handle("GET /v1/snapshot", admins, s.snapshotSave)
 	s.handle("GET /v1/kubeconfig", admins, s.kubeconfig)
 	s.handle("POST /v1/snapshot", admins, s.snapshotRestore)

@@ -38,27 +38,7 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 	m := b.Manifest
 	m.Default()
 	site := a.t.Site
-	var newSite *api.Site
-	if m.Site != nil {
-		newSite = m.Site
-	} else if site != nil {
-		s := site.Site
-		newSite = &s
-	}
-	hosts := map[string]api.Host{}
-	for name, h := range a.t.Hosts {
-		if h.Declared {
-			hosts[name] = h.Host
-		}
-	}
-	for _, h := range m.Hosts {
-		hosts[h.Metadata.Name] = h
-	}
-	all := make([]api.Host, 0, len(hosts))
-	for _, h := range hosts {
-		all = append(all, h)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Metadata.Name < all[j].Metadata.Name })
+	newSite, all := View{a.t}.Merged(&m)
 	if errs := api.ValidateSet(b.File, newSite, all); len(errs) > 0 {
 		return errs
 	}

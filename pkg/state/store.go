@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
@@ -427,6 +428,34 @@ func (v View) Coordinators() []Coordinator {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Merged is the declared site and hosts as they would be after applying m on top
+// of the stored declarations (apply is an upsert), hosts sorted by name. Both the FSM
+// and the dry-run validate and plan this.
+func (v View) Merged(m *api.Manifest) (*api.Site, []api.Host) {
+	var site *api.Site
+	if m.Site != nil {
+		site = m.Site
+	} else if v.t.Site != nil {
+		s := v.t.Site.Site
+		site = &s
+	}
+	hosts := map[string]api.Host{}
+	for name, h := range v.t.Hosts {
+		if h.Declared {
+			hosts[name] = h.Host
+		}
+	}
+	for _, h := range m.Hosts {
+		hosts[h.Metadata.Name] = h
+	}
+	all := make([]api.Host, 0, len(hosts))
+	for _, h := range hosts {
+		all = append(all, h)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Metadata.Name < all[j].Metadata.Name })
+	return site, all
 }
 
 // Invalid is the validation verdict on the stored manifest ("" when valid).
