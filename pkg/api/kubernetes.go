@@ -52,6 +52,22 @@ type KubernetesSpec struct {
 	// Containerd configures the container runtime on every Kubernetes host; kubelet
 	// takes its cgroup driver from here (see containerd.go).
 	Containerd *ContainerdSpec `json:"containerd,omitempty"`
+	// Bundle is the site bundle (make bundle) whose Kubernetes binaries, etcd and CNI
+	// plugins the kube.binaries step installs on every Kubernetes host. Without it the
+	// site ships those binaries itself and no kube.binaries step is planned.
+	Bundle *BundleRef `json:"bundle,omitempty"`
+}
+
+// BundleRef names one site bundle, as the install script unpacked it on every host
+// (under /opt/plinth/bundle/VERSION). Changing it is a planned change: every host's
+// kube.binaries step runs again.
+type BundleRef struct {
+	// Version is the bundle's version (its manifest's "version").
+	Version string `json:"version"`
+	// SHA256 optionally pins the bundle's manifest.json (hex); the manifest in turn pins
+	// every file of the bundle, so a host with a different bundle of the same version
+	// refuses to install from it. `plinth-bundle show FILE` prints it.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // EtcdSpec says where etcd runs on its three hosts (a systemd unit Plinth manages).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,9 @@ func (v *validator) kubernetes(k *KubernetesSpec, nets []Network, prefixes []net
 	v.cni(kp+".cni", &k.CNI)
 	v.kubeNodes(kp+".nodes", k.Nodes)
 	v.containerd(k.Containerd)
+	if k.Bundle != nil {
+		v.bundle(kp+".bundle", k.Bundle)
+	}
 	if k.ControlPlaneVIP != "" {
 		v.vip(kp+".controlPlaneVIP", k.ControlPlaneVIP, nets, prefixes)
 	}
@@ -79,6 +83,23 @@ func (v *validator) vip(p, s string, nets []Network, prefixes []netip.Prefix) {
 	}
 	v.add(p, "%s is not inside any mgmt or cluster-host network (%s)", vip, strings.Join(candidates, ", "))
 }
+
+// bundleVersionRE is what a bundle version may look like: it names a directory.
+var bundleVersionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~_-]{0,63}$`)
+
+func (v *validator) bundle(p string, b *BundleRef) {
+	switch {
+	case b.Version == "":
+		v.add(p+".version", "is required: the version of the site bundle the install script unpacked (see its manifest.json)")
+	case !bundleVersionRE.MatchString(b.Version) || strings.Contains(b.Version, ".."):
+		v.add(p+".version", "%q is not a valid bundle version (letters, digits and . + ~ _ -, at most 64, e.g. 0.3.0)", clip(b.Version))
+	}
+	if b.SHA256 != "" && !sha256HexRE.MatchString(b.SHA256) {
+		v.add(p+".sha256", "%q is not a SHA-256 digest: want 64 lowercase hex digits (plinth-bundle show prints it)", clip(b.SHA256))
+	}
+}
+
+var sha256HexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // kubeSettings checks the scalar settings that have a fixed set of valid values.
 func (v *validator) kubeSettings(p string, k *KubernetesSpec) {

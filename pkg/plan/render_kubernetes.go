@@ -14,7 +14,8 @@ import (
 
 // renderKubernetes renders the Kubernetes bootstrap when the site declares it:
 //
-//	<controller>/kube.vip, <controller>/kube.etcd, <witness>/kube.etcd
+//	<host>/kube.binaries (with a site bundle) → <controller>/kube.vip,
+//	<controller>/kube.etcd, <witness>/kube.etcd
 //	→ <controller-0>/kube.init → <controller-1>/kube.join-control-plane, <worker>/kube.join
 //	→ <controller-0>/kube.cni, <controller-0>/kube.labels/<node>
 //	→ <controller-0>/kube.health
@@ -90,6 +91,8 @@ type kubeRenderer struct {
 	k     api.KubernetesSpec
 	steps []Step
 	err   error
+	// binaries holds each host's kube.binaries step, when the site names a bundle.
+	binaries map[string]string
 }
 
 func (r *kubeRenderer) add(h, kind, name string, inputs any, deps ...string) string {
@@ -115,6 +118,7 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	certKey := kubesteps.Ref("generated/hex32/" + site.Metadata.Name + "-kube-certificate-key-" + gen)
 	initID := StepID(first, kubesteps.KindInit, "")
 
+	r.renderBinaries()
 	// Control-plane prerequisites: the VIP's static pod and the etcd members.
 	prereq := map[string][]string{}
 	for _, h := range []*api.Host{t.first, t.second} {
@@ -127,7 +131,7 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	var etcdIDs []string
 	for _, h := range t.etcd {
 		n := h.Metadata.Name
-		id := r.add(n, kubesteps.KindEtcd, "", r.etcdInputs(h, note), r.network(n))
+		id := r.add(n, kubesteps.KindEtcd, "", r.etcdInputs(h, note), kubeDedup([]string{r.network(n), r.binaries[n]})...)
 		etcdIDs = append(etcdIDs, id)
 		prereq[n] = append(prereq[n], id)
 	}
@@ -191,9 +195,46 @@ func (r *kubeRenderer) nodes() []api.Host {
 
 func (r *kubeRenderer) network(h string) string { return StepID(h, host.KindNetwork, "") }
 
-// runtime is the host's network step and, where rendered, its containerd steps.
+// renderBinaries plans <host>/kube.binaries on every node and etcd member when the
+// site names a bundle: what each host installs follows from what it runs.
+func (r *kubeRenderer) renderBinaries() {
+	b := r.k.Bundle
+	if b == nil {
+		return
+	}
+	r.binaries = map[string]string{}
+	need := map[string]*kubesteps.BinariesInputs{}
+	var order []string
+	get := func(h string) *kubesteps.BinariesInputs {
+		if need[h] == nil {
+			need[h] = &kubesteps.BinariesInputs{Bundle: b.Version, SHA256: b.SHA256}
+			order = append(order, h)
+		}
+		return need[h]
+	}
+	for _, h := range r.nodes() {
+		in := get(h.Metadata.Name)
+		in.Binaries = append(in.Binaries, "kubeadm", "kubectl", "kubelet")
+		in.CNIPlugins, in.Kubelet = true, true
+	}
+	for _, h := range r.t.etcd {
+		in := get(h.Metadata.Name)
+		in.Binaries = append(in.Binaries, "etcd", "etcdctl")
+	}
+	for _, h := range order {
+		in := need[h]
+		slices.Sort(in.Binaries)
+		r.binaries[h] = r.add(h, kubesteps.KindBinaries, "", *in, r.network(h))
+	}
+}
+
+// runtime is the host's network step and, where rendered, its containerd and
+// kube.binaries steps.
 func (r *kubeRenderer) runtime(h string) []string {
 	deps := []string{r.network(h)}
+	if id := r.binaries[h]; id != "" {
+		deps = append(deps, id)
+	}
 	for _, kind := range []string{"containerd.config", "images.import"} {
 		if id := StepID(h, kind, ""); r.t.withCtrd[id] {
 			deps = append(deps, id)

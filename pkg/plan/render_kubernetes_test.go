@@ -227,3 +227,45 @@ func TestRenderKubernetesHealth(t *testing.T) {
 		t.Errorf("no CNI step, yet kube.health waits for it: %v", steps["ctl-0/kube.health"].Deps)
 	}
 }
+
+// A site bundle gives every node and etcd member a kube.binaries step with what it
+// runs, and every later kube step on that host waits for it.
+func TestRenderKubernetesBinariesFromBundle(t *testing.T) {
+	if got := kubeSteps(t, true, &api.KubernetesSpec{}); got["ctl-0/kube.binaries"].ID != "" {
+		t.Fatal("kube.binaries planned without a bundle")
+	}
+	k := &api.KubernetesSpec{Bundle: &api.BundleRef{Version: "0.3.0", SHA256: strings.Repeat("a", 64)}}
+	steps := kubeSteps(t, true, k)
+	want := map[string]kubesteps.BinariesInputs{
+		"ctl-0":     {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"etcd", "etcdctl", "kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true},
+		"ctl-1":     {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"etcd", "etcdctl", "kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true},
+		"wit-0":     {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"etcd", "etcdctl"}},
+		"compute-0": {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true},
+	}
+	for h, w := range want {
+		st, ok := steps[h+"/kube.binaries"]
+		if !ok {
+			t.Fatalf("%s: no kube.binaries step", h)
+		}
+		got := inputsOf[kubesteps.BinariesInputs](t, st)
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(w)
+		if string(gj) != string(wj) {
+			t.Errorf("%s: inputs\n got %s\nwant %s", h, gj, wj)
+		}
+	}
+	for id, deps := range map[string]string{
+		"ctl-0/kube.etcd": "ctl-0/kube.binaries", "wit-0/kube.etcd": "wit-0/kube.binaries",
+		"ctl-0/kube.init": "ctl-0/kube.binaries", "ctl-1/kube.join-control-plane": "ctl-1/kube.binaries",
+		"compute-1/kube.join": "compute-1/kube.binaries",
+	} {
+		if !slices.Contains(steps[id].Deps, deps) {
+			t.Errorf("%s deps %v: missing %s", id, steps[id].Deps, deps)
+		}
+	}
+	// A new bundle version changes every host's inputs, so the step runs again.
+	k2 := &api.KubernetesSpec{Bundle: &api.BundleRef{Version: "0.4.0"}}
+	if a, b := steps["compute-0/kube.binaries"].InputsHash, kubeSteps(t, true, k2)["compute-0/kube.binaries"].InputsHash; a == b {
+		t.Error("bundle version change kept the inputs hash")
+	}
+}

@@ -8,6 +8,7 @@ package kubesteps
 
 // Step kinds, in dependency order.
 const (
+	KindBinaries         = "kube.binaries"
 	KindVIP              = "kube.vip"
 	KindEtcd             = "kube.etcd"
 	KindInit             = "kube.init"
@@ -73,6 +74,23 @@ type Node struct {
 	Taints []Taint `json:"taints"`
 	// ReservedCPUs is the cpuset kubelet keeps pods off (DPDK vswitch cores).
 	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+}
+
+// BinariesInputs installs programs from the site bundle the install script unpacked
+// on the host (pkg/bundle): each is checked against the bundle's manifest, and the
+// manifest against SHA256 when the site pins it.
+type BinariesInputs struct {
+	// Bundle is the bundle version; its directory is <bundle root>/<Bundle>.
+	Bundle string `json:"bundle"`
+	// SHA256 pins the bundle's manifest.json (hex), or is empty.
+	SHA256 string `json:"sha256,omitempty"`
+	// Binaries are the bundle's binary components this host needs, by name (kubelet,
+	// kubeadm, kubectl on nodes; etcd, etcdctl on etcd members), sorted.
+	Binaries []string `json:"binaries"`
+	// CNIPlugins installs every CNI plugin of the bundle (nodes).
+	CNIPlugins bool `json:"cniPlugins,omitempty"`
+	// Kubelet installs kubelet's systemd unit and kubeadm's drop-in, and enables it.
+	Kubelet bool `json:"kubelet,omitempty"`
 }
 
 // VIPInputs renders the kube-vip static pod on a controller.
