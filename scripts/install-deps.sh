@@ -32,6 +32,9 @@ command -v ceph >/dev/null || need+=(ceph-common)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v unshare >/dev/null || need+=(util-linux)
+# Booted lab hosts (pkg/nspawn): systemd-nspawn and debootstrap for the cached rootfs.
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+command -v debootstrap >/dev/null || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2
