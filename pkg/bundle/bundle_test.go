@@ -75,11 +75,18 @@ func TestAssembleVerifyRoundTrip(t *testing.T) {
 	if got.Version != spec.Version || len(got.Components) != len(m.Components) {
 		t.Fatalf("Verify returned %+v", got)
 	}
-	if r, err := Read(dir); err != nil || r.Version != spec.Version {
-		t.Fatalf("Read = %v, %v", r.Version, err)
+	r, sum, err := Read(dir)
+	if err != nil || r.Version != spec.Version || sum != sha256Hex(read(t, filepath.Join(dir, ManifestFile))) {
+		t.Fatalf("Read = %v, %s, %v", r.Version, sum, err)
 	}
-	if r, err := ReadArchive(tarPath); err != nil || r.KubernetesVersion != DefaultPins.Kubernetes {
-		t.Fatalf("ReadArchive = %v, %v", r.KubernetesVersion, err)
+	if r, asum, err := ReadArchive(tarPath); err != nil || r.KubernetesVersion != DefaultPins.Kubernetes || asum != sum {
+		t.Fatalf("ReadArchive = %v, %s, %v", r.KubernetesVersion, asum, err)
+	}
+	if _, err := ReadPinned(dir, sum); err != nil {
+		t.Fatalf("ReadPinned with the right pin: %v", err)
+	}
+	if _, err := ReadPinned(dir, strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "the site pins 0000") {
+		t.Fatalf("ReadPinned with a wrong pin = %v", err)
 	}
 	// The sums file is what `sha256sum -c` reads on a host.
 	if _, err := exec.LookPath("sha256sum"); err == nil {
@@ -109,7 +116,7 @@ func TestAssembleVerifyRoundTrip(t *testing.T) {
 // only the edit itself is wrong.
 func rewriteManifest(t *testing.T, dir string, edit func(*Manifest)) {
 	t.Helper()
-	m, err := Read(dir)
+	m, _, err := Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
