@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/ceph"
 	"github.com/plinth-dev/plinth/pkg/ceph/librados"
 	"github.com/plinth-dev/plinth/pkg/containerd"
@@ -61,6 +62,7 @@ func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
 		host.NewNetworkDriver(dir, host.WithLogger(log), reach),
 		host.NewSysctlDriver(dir, host.WithLogger(log), reach),
 		host.NewHugepagesDriver(dir, host.WithLogger(log)),
+		kubeinstall.NewBinariesDriver(dir, bundle.DefaultRoot, kubeinstall.WithLogger(log)),
 		kubeinstall.NewVIPDriver(dir, kubeinstall.WithLogger(log)),
 		kubeinstall.NewEtcdDriver(dir, kubeinstall.WithLogger(log)),
 		kubeinstall.NewInitDriver(dir, kubeinstall.WithLogger(log)),

@@ -4,7 +4,9 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -13,6 +15,12 @@ import (
 // 0600, then set to perm), fsync, rename, fsync of the directory. The directory is
 // created 0700 if missing.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(path, bytes.NewReader(data), perm)
+}
+
+// WriteFrom is WriteFile streaming the content from r, for files too large to hold
+// in memory (binaries). An error from r leaves the old file in place.
+func WriteFrom(path string, r io.Reader, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -25,7 +33,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	defer os.Remove(tmp) // no-op once renamed
 	err = f.Chmod(perm)
 	if err == nil {
-		_, err = f.Write(data)
+		_, err = io.Copy(f, r)
 	}
 	if err == nil {
 		err = f.Sync()

@@ -1,0 +1,248 @@
+package kubeinstall
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+	"github.com/plinth-dev/plinth/pkg/bundle"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+)
+
+// Where kube.binaries installs. The binaries are the site's, not a Debian package's,
+// so they go under /usr/local (api.DefaultEtcdBinary points there too).
+const (
+	binDir         = "/usr/local/bin"
+	cniBinDir      = "/opt/cni/bin"
+	kubeletUnit    = "kubelet.service"
+	kubeletUnitDir = "/etc/systemd/system"
+)
+
+var (
+	//go:embed units/kubelet.service
+	kubeletUnitFile []byte
+	//go:embed units/10-kubeadm.conf
+	kubeletDropIn []byte
+)
+
+// BinariesDriver runs kube.binaries: it installs the Kubernetes binaries, etcd and
+// the CNI plugins a host needs from the site bundle the install script unpacked
+// (pkg/bundle), checking every file against the bundle's manifest, and kubelet's
+// systemd unit. A bundle version change in the manifest changes the inputs, so the
+// step runs again and the new binaries replace the old ones atomically.
+type BinariesDriver struct {
+	o    *options
+	root string
+	mu   sync.Mutex
+	sums map[string]fileStamp // installed file -> its sum while size and mtime hold
+}
+
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+	sum   string
+}
+
+// NewBinariesDriver returns the kube.binaries driver; bundles are read from
+// bundleRoot (bundle.DefaultRoot on hosts), under the driver's root in tests.
+func NewBinariesDriver(stateDir, bundleRoot string, opts ...Option) *BinariesDriver {
+	return &BinariesDriver{o: newOptions(stateDir, opts), root: bundleRoot, sums: map[string]fileStamp{}}
+}
+
+// Kind implements driver.Driver.
+func (d *BinariesDriver) Kind() string { return kubesteps.KindBinaries }
+
+// Diff implements driver.Driver.
+func (d *BinariesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
+	var in kubesteps.BinariesInputs
+	if err := decode(d.Kind(), raw, &in); err != nil {
+		return nil, err
+	}
+	if err := bundle.CheckVersion(in.Bundle); err != nil {
+		return nil, driver.Permanent(fmt.Errorf("kube.binaries: %w", err))
+	}
+	p := d.o.paths
+	dir := p.Join(bundle.VersionDir(d.root, in.Bundle))
+	m, err := d.manifest(dir, in)
+	if err != nil {
+		return nil, err
+	}
+	var cs []driver.Change
+	install := func(c bundle.Component, dest string) error {
+		sum, err := d.sum(dest)
+		if err != nil {
+			return err
+		}
+		if sum == c.SHA256 {
+			return nil
+		}
+		what := "install"
+		if sum != "" {
+			what = "replace"
+		}
+		src := path.Join(dir, c.Path)
+		cs = append(cs, driver.Change{
+			Summary: fmt.Sprintf("%s %s %s from bundle %s (sha256 %.12s) at %s", what, c.Name, c.Version, in.Bundle, c.SHA256, dest),
+			Apply:   func(context.Context) error { return d.copyChecked(src, dest, c) },
+		})
+		return nil
+	}
+	for _, name := range in.Binaries {
+		c, err := m.Find(bundle.KindBinary, name)
+		if err != nil {
+			return nil, driver.Permanent(fmt.Errorf("kube.binaries: %w", err))
+		}
+		if err := install(c, p.Join(path.Join(binDir, name))); err != nil {
+			return nil, err
+		}
+	}
+	if in.CNIPlugins {
+		plugins := m.OfKind(bundle.KindCNI)
+		if len(plugins) == 0 {
+			return nil, driver.Permanent(fmt.Errorf("kube.binaries: bundle %s holds no CNI plugins", in.Bundle))
+		}
+		for _, c := range plugins {
+			if err := install(c, p.Join(path.Join(cniBinDir, c.Name))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if in.Kubelet {
+		cs = append(cs, d.kubeletChanges(ctx)...)
+	}
+	return cs, nil
+}
+
+// manifest reads the bundle's manifest, checking it against the site's pin.
+func (d *BinariesDriver) manifest(dir string, in kubesteps.BinariesInputs) (bundle.Manifest, error) {
+	if _, err := os.Stat(path.Join(dir, bundle.ManifestFile)); err != nil {
+		return bundle.Manifest{}, driver.Permanent(fmt.Errorf("kube.binaries: bundle %s is not on this host (%w): run the install script with that bundle", in.Bundle, err))
+	}
+	m, err := bundle.ReadPinned(dir, in.SHA256)
+	if err != nil {
+		return bundle.Manifest{}, driver.Permanent(fmt.Errorf("kube.binaries: %w", err))
+	}
+	if m.Version != in.Bundle {
+		return bundle.Manifest{}, driver.Permanent(fmt.Errorf("kube.binaries: %s says version %q, want %q", dir, m.Version, in.Bundle))
+	}
+	return m, nil
+}
+
+// sum is the SHA-256 of an installed file ("" when absent), remembered while its size
+// and modification time stay the same so drift checks do not re-read 100 MB binaries.
+func (d *BinariesDriver) sum(file string) (string, error) {
+	st, err := os.Stat(file)
+	if missing(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("kube.binaries: %w", err)
+	}
+	d.mu.Lock()
+	s, ok := d.sums[file]
+	d.mu.Unlock()
+	if ok && s.size == st.Size() && s.mtime.Equal(st.ModTime()) {
+		return s.sum, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("kube.binaries: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("kube.binaries: read %s: %w", file, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	d.mu.Lock()
+	d.sums[file] = fileStamp{size: st.Size(), mtime: st.ModTime(), sum: sum}
+	d.mu.Unlock()
+	return sum, nil
+}
+
+// copyChecked replaces dest with src, refusing (and keeping the old dest) when what
+// was read does not match the bundle's manifest.
+func (d *BinariesDriver) copyChecked(src, dest string, c bundle.Component) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return driver.Permanent(fmt.Errorf("bundle file %s: %w (re-run the install script with the bundle)", src, err))
+	}
+	defer f.Close()
+	if err := os.MkdirAll(path.Dir(dest), 0o755); err != nil {
+		return err
+	}
+	h := sha256.New()
+	if err := atomicfile.WriteFrom(dest, &checked{r: io.TeeReader(f, h), h: h, want: c.SHA256, src: src}, 0o755); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checked fails the read at EOF when the content's sum is not the expected one, so a
+// damaged bundle file never replaces an installed binary.
+type checked struct {
+	r    io.Reader
+	h    hash.Hash
+	want string
+	src  string
+}
+
+func (c *checked) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		if got := hex.EncodeToString(c.h.Sum(nil)); got != c.want {
+			return n, driver.Permanent(fmt.Errorf("bundle file %s has sha256 %s, its manifest says %s: the bundle is damaged; re-copy it and re-run the install script", c.src, got, c.want))
+		}
+	}
+	return n, err
+}
+
+// kubeletChanges installs kubelet's unit and kubeadm's drop-in and enables the unit;
+// kubeadm starts it.
+func (d *BinariesDriver) kubeletChanges(ctx context.Context) []driver.Change {
+	p := d.o.paths
+	unit := p.Join(path.Join(kubeletUnitDir, kubeletUnit))
+	dropIn := p.Join(path.Join(kubeletUnitDir, kubeletUnit+".d", "10-kubeadm.conf"))
+	var cs []driver.Change
+	wrote := false
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{unit, kubeletUnitFile}, {dropIn, kubeletDropIn}} {
+		if sameFile(f.path, f.data) {
+			continue
+		}
+		wrote = true
+		cs = append(cs, driver.Change{Summary: "write " + f.path,
+			Apply: func(context.Context) error { return writeFile(f.path, f.data, 0o644) }})
+	}
+	if wrote || !d.kubeletEnabled(ctx) {
+		cs = append(cs, driver.Change{Summary: "enable " + kubeletUnit,
+			Apply: func(ctx context.Context) error {
+				for _, args := range [][]string{{"daemon-reload"}, {"enable", kubeletUnit}} {
+					if _, err := d.o.run.Run(ctx, nil, "systemctl", args...); err != nil {
+						return err
+					}
+				}
+				return nil
+			}})
+	}
+	return cs
+}
+
+func (d *BinariesDriver) kubeletEnabled(ctx context.Context) bool {
+	out, err := d.o.run.Run(ctx, nil, "systemctl", "is-enabled", kubeletUnit)
+	return err == nil && strings.TrimSpace(string(out)) == "enabled"
+}
