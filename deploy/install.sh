@@ -35,6 +35,7 @@ Options:
   --token TOKEN         one-time token from 'plinth-coordinator node enroll'
   --token-file FILE     read the token from FILE ('-': stdin) instead of the command line
   --agent-token TOKEN   with --join: the agent token of this host
+  --agent-token-file F  read the agent token from F instead
   --role ROLE           with --init: the local agent's role (default controller)
   --profile lan|fast    coordinator timing profile (default lan; fast for labs)
   --agent-config FILE   install FILE as /etc/plinth/agent.yaml
@@ -57,7 +58,7 @@ die() {
 	exit 1
 }
 
-bundle="" mode="" join_as="" name="" site="" bind="" coords="" token="" token_file="" agent_token=""
+bundle="" mode="" join_as="" name="" site="" bind="" coords="" token="" token_file="" agent_token="" agent_token_file=""
 role=controller profile=lan agent_config=""
 while [ $# -gt 0 ]; do
 	a=$1
@@ -69,13 +70,13 @@ while [ $# -gt 0 ]; do
 		mode=join join_as=${2:-}
 		case $join_as in controller | witness) ;; *) die "--join wants controller or witness, not '${join_as}'" ;; esac
 		shift ;;
-	--bundle | --name | --site | --bind | --coordinator | --token | --token-file | --agent-token | --role | --profile | --agent-config)
+	--bundle | --name | --site | --bind | --coordinator | --token | --token-file | --agent-token | --agent-token-file | --role | --profile | --agent-config)
 		[ $# -ge 2 ] || die "$a needs a value (see --help)"
 		v=$2
 		case $a in
 		--bundle) bundle=$v ;; --name) name=$v ;; --site) site=$v ;; --bind) bind=$v ;;
 		--coordinator) coords=$v ;; --token) token=$v ;; --token-file) token_file=$v ;;
-		--agent-token) agent_token=$v ;; --role) role=$v ;; --profile) profile=$v ;;
+		--agent-token) agent_token=$v ;; --agent-token-file) agent_token_file=$v ;; --role) role=$v ;; --profile) profile=$v ;;
 		--agent-config) agent_config=$v ;;
 		esac
 		shift ;;
@@ -110,6 +111,11 @@ if [ -n "$token_file" ]; then
 	fi
 	token=$(printf '%s' "$token" | tr -d ' \n\r\t')
 fi
+if [ -n "$agent_token_file" ]; then
+	[ -z "$agent_token" ] || die "give one of --agent-token and --agent-token-file"
+	[ -r "$agent_token_file" ] || die "agent token file $agent_token_file not readable"
+	agent_token=$(tr -d ' \n\r\t' <"$agent_token_file")
+fi
 [ -z "$agent_config" ] || [ -r "$agent_config" ] || die "--agent-config $agent_config not readable"
 
 needs_ip() { [[ $2 =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$1 '$2' is not an IPv4 address"; }
@@ -139,10 +145,12 @@ join_list=$(IFS=,; echo "${join_addrs[*]}")
 
 # The bundle: unpack a tar into a staging dir beside its final place, then verify.
 work=$(mktemp -d /tmp/plinth-install.XXXXXX)
+staging="" # a tar is unpacked beside its final place, so moving it there copies nothing
 created=() # what this run made, removed again if a later step fails
 cleanup() {
 	rc=$?
 	rm -rf "$work"
+	[ -z "$staging" ] || rm -rf "$staging"
 	if [ $rc -ne 0 ] && [ ${#created[@]} -gt 0 ]; then
 		say "failed: undoing what this run changed"
 		for ((i = ${#created[@]} - 1; i >= 0; i--)); do undo "${created[i]}"; done
@@ -165,9 +173,11 @@ if [ -d "$bundle" ]; then
 	src=$(cd "$bundle" && pwd)
 else
 	say "reading bundle $bundle"
-	tar -C "$work" -xf "$bundle" 2>"$work/tar.err" || die "bundle $bundle is not a readable tar archive: $(head -c 300 "$work/tar.err")" \
+	mkdir -p "$BUNDLE_ROOT"
+	staging=$(mktemp -d "$BUNDLE_ROOT/.incoming.XXXXXX")
+	tar -C "$staging" --no-same-owner -xf "$bundle" 2>"$work/tar.err" || die "bundle $bundle is not a readable tar archive: $(head -c 300 "$work/tar.err")" \
 		"re-copy the bundle from the build host"
-	top=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'plinth-bundle-*' | head -1)
+	top=$(find "$staging" -mindepth 1 -maxdepth 1 -type d -name 'plinth-bundle-*' | head -1)
 	[ -n "$top" ] || die "bundle $bundle has no plinth-bundle-VERSION/ directory" "is this a bundle made by 'make bundle'?"
 	src=$top
 fi
@@ -253,10 +263,14 @@ if [ -d "$dest" ] && (cd "$dest" && sha256sum --quiet --strict -c SHA256SUMS) >/
 else
 	say "unpacking bundle $version into $dest"
 	mkdir -p "$BUNDLE_ROOT"
-	rm -rf "$dest.partial"
-	cp -a "$src/." "$dest.partial/" 2>/dev/null || { mkdir -p "$dest.partial" && cp -a "$src/." "$dest.partial/"; }
+	if [ -z "$staging" ]; then
+		staging=$(mktemp -d "$BUNDLE_ROOT/.incoming.XXXXXX")
+		cp -a "$src" "$staging/"
+		src=$staging/$(basename "$src")
+	fi
 	[ ! -d "$dest" ] || rm -rf "$dest"
-	mv "$dest.partial" "$dest"
+	mv "$src" "$dest"
+	chmod 0755 "$dest"
 	created+=("dir:$dest")
 	changed=1
 fi
@@ -266,12 +280,13 @@ if [ "$(readlink "$BUNDLE_ROOT/current" 2>/dev/null)" != "$version" ]; then
 fi
 
 for d in "${debs[@]}"; do
+	d=$dest/debs/$(basename "$d")
 	pkg=$(dpkg-deb -f "$d" Package)
 	have=$(installed_version "$pkg")
 	want=$(deb_version "$d")
 	[ "$have" != "$want" ] || continue
 	say "installing $pkg $want${have:+ (was $have)}"
-	if ! DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$dest/debs/$(basename "$d")" >"$work/dpkg" 2>&1; then
+	if ! DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$d" >"$work/dpkg" 2>&1; then
 		[ -n "$have" ] || created+=("pkg:$pkg")
 		die "dpkg could not install $pkg:" "$(tail -5 "$work/dpkg")"
 	fi

@@ -22,14 +22,12 @@ import (
 // they live here with the drivers instead of in every command's flag set.
 var (
 	ovsRunDir = pflag.String("ovs-rundir", orEnv("OVS_RUNDIR", ovs.DefaultRunDir), "Open vSwitch run directory (db.sock, ovs-vswitchd's control socket)")
-	ovsSkip   = pflag.String("ovs-skip", "", "labs only: report OVS steps as skipped for this reason instead of running them")
 )
 
 // Ceph driver flags. The driver links librados only when built with -tags
 // ceph,pacific (make build); otherwise its steps fail saying so.
 var (
 	cephConf = pflag.String("ceph-conf", ceph.SystemConfigFile, "ceph.conf for Ceph steps whose manifest names no configFile or monitors")
-	cephSkip = pflag.String("ceph-skip", "", "labs only: report Ceph steps as skipped for this reason instead of running them")
 )
 
 func orEnv(key, def string) string {
@@ -44,9 +42,6 @@ func orEnv(key, def string) string {
 func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
 	dir := filepath.Join(stateDir, "drivers")
 	ovsOpts := []ovs.Option{ovs.WithRunDir(*ovsRunDir), ovs.WithLogger(log)}
-	if *ovsSkip != "" {
-		ovsOpts = append(ovsOpts, ovs.WithSkip(*ovsSkip))
-	}
 	ovsDPDK, ovsBridges := ovs.New(ovsOpts...)
 	// Network and sysctl changes after which no coordinator answers are rolled back.
 	reach := host.WithReachability(host.TCPProbe(func() ([]string, error) {
@@ -54,9 +49,6 @@ func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
 		return id.Coordinators, err
 	}))
 	cephOpts := []ceph.Option{ceph.WithConfigFile(*cephConf), ceph.WithLogger(log)}
-	if *cephSkip != "" {
-		cephOpts = append(cephOpts, ceph.WithSkip(*cephSkip))
-	}
 	cephHealth, cephPool, cephUser := ceph.NewClient(librados.Dial, cephOpts...).Drivers()
 	return driver.NewRegistry(
 		host.NewNetworkDriver(dir, host.WithLogger(log), reach),

@@ -1,12 +1,15 @@
-// Command plinth-lab runs a whole Plinth site on this machine: hosts as network
-// namespaces on a bridge, real coordinators (2 controllers + witness) and one real
-// agent per host, converging examples/lab/site.yaml. `make demo` runs `up`.
+// Command plinth-lab runs a whole Plinth site on this machine, the way an operator
+// stands one up on real hardware: hosts are Debian root filesystems booted with
+// systemd-nspawn (systemd as PID 1) on a bridge, and the site install script from the
+// site bundle installs and enrols Plinth on each: coordinators on the two controllers
+// and the witness, agents everywhere. `make demo` runs `up`.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -15,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/nspawn"
 )
 
 func main() {
@@ -27,26 +31,30 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
-	var dir, bin, manifest string
+	var dir, bin, manifest, bundleFile, runcWrapper string
 	var timeout time.Duration
 	root := &cobra.Command{
 		Use:           "plinth-lab",
-		Short:         "Run a Plinth site in network namespaces on this machine",
+		Short:         "Run a Plinth site on booted hosts (systemd-nspawn) on this machine",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&dir, "dir", "/var/tmp/plinth-lab", "where the lab keeps its state, keys and logs")
+	root.PersistentFlags().StringVar(&dir, "dir", "/var/tmp/plinth-lab", "where the lab keeps its state, keys, hosts and logs")
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Create the lab, enrol every host, apply the site and show progress until it is Ready",
-		Long: `up creates one network namespace per host (controller-0, controller-1, witness,
-compute-0) on a bridge, starts coordinators on the two controllers and the witness,
-enrols an agent on every host with a one-time token, applies the lab manifest and
-follows the site until it is Ready. Everything keeps running afterwards so you can
-explore it; 'plinth-lab down' removes it all.`,
-		Example: `  sudo plinth-lab up
+		Short: "Boot the lab hosts, install Plinth on each from the site bundle, apply the site and show progress until it is Ready",
+		Long: `up boots one Debian host per lab machine (controller-0, controller-1, witness,
+compute-0) with systemd-nspawn, each in its own network namespace on a bridge and its
+own cgroup subtree, from a cached root filesystem (built once with debootstrap). It
+then runs the site bundle's install script on every host: --init on controller-0,
+--join on controller-1 and the witness, --agent on compute-0, with one-time tokens.
+Plinth's coordinators and agents run as the hosts' systemd units. Finally it applies
+the lab manifest and follows the site until it is Ready. Everything keeps running
+afterwards; 'plinth-lab down' removes it all.`,
+		Example: `  make bundle && sudo plinth-lab up --bundle dist/plinth-bundle-0.1.0.tar
   export PLINTH_IDENTITY=/var/tmp/plinth-lab/admin.json
   plinth-coordinator get hosts
+  sudo plinth-lab exec controller-0 -- journalctl -u plinth-coordinator -n 20
   sudo plinth-lab down`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -65,30 +73,39 @@ explore it; 'plinth-lab down' removes it all.`,
 			}
 			out := cmd.OutOrStdout()
 			l := lab.New(dir, bin, "plab")
-			l.Detach = true
 			start := time.Now()
+			if l.BundleDir, err = lab.UnpackBundle(cmd.Context(), bundleFile, filepath.Join(dir, "bundle")); err != nil {
+				return err
+			}
+			if runcWrapper == "" {
+				if p := filepath.Join(bin, "runc-lab"); fileExists(p) {
+					runcWrapper = p
+				}
+			}
+			l.RuncWrapper = runcWrapper
+			fail := func(err error) error {
+				return fmt.Errorf("%w\nlogs: %s/logs (host consoles: %s/hosts/*/console.log); clean up with `plinth-lab down --dir %s`", err, dir, dir, dir)
+			}
 			if err := l.Up(cmd.Context(), lab.DefaultSpec(manifest), out); err != nil {
-				return fmt.Errorf("%w\nlogs: %s/logs; clean up with `plinth-lab down --dir %s`", err, dir, dir)
+				return fail(err)
 			}
-			ready, err := l.WaitSiteReady(cmd.Context(), out, timeout)
-			if err != nil {
-				return fmt.Errorf("%w\nlogs: %s/logs; clean up with `plinth-lab down --dir %s`", err, dir, dir)
+			if err := l.WaitSiteReady(cmd.Context(), out, timeout); err != nil {
+				return fail(err)
 			}
-			verdict := "Site Ready"
-			if !ready {
-				verdict = "Every step the lab can run is done"
-			}
-			fmt.Fprintf(out, "\n%s %s after start.\n\nExplore:\n  export PLINTH_IDENTITY=%s\n  %s/plinth-coordinator get hosts\n  %s/plinth-coordinator describe host compute-0\n  %s/plinth-coordinator get events\n\nRemove everything: make demo-down (or plinth-lab down --dir %s)\n",
-				verdict, time.Since(start).Round(100*time.Millisecond), l.Identity, bin, bin, bin, dir)
+			fmt.Fprintf(out, "\nSite Ready %s after start.\n\nExplore:\n  export PLINTH_IDENTITY=%s\n  %s/plinth-coordinator get hosts\n  %s/plinth-coordinator describe host compute-0\n  %s/plinth-coordinator get events\n  sudo %s/plinth-lab exec compute-0 -- systemctl status plinth-agent\n\nRemove everything: make demo-down (or plinth-lab down --dir %s)\n",
+				time.Since(start).Round(100*time.Millisecond), l.Identity, bin, bin, bin, bin, dir)
 			return nil
 		},
 	}
-	up.Flags().StringVar(&bin, "bin", "bin", "directory holding plinth-coordinator and plinth-agent")
+	up.Flags().StringVar(&bin, "bin", "bin", "directory holding plinth-coordinator (the CLI) and runc-lab")
 	up.Flags().StringVar(&manifest, "manifest", "examples/lab/site.yaml", "site manifest to apply")
-	up.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "how long to wait for the site to be Ready")
+	up.Flags().StringVar(&bundleFile, "bundle", "", "site bundle (make bundle: dist/plinth-bundle-VERSION.tar) the hosts install from (required)")
+	up.Flags().StringVar(&runcWrapper, "runc-wrapper", "", "the lab profile's runc wrapper (default: BIN/runc-lab when present)")
+	up.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the site to be Ready")
+	_ = up.MarkFlagRequired("bundle")
 	down := &cobra.Command{
 		Use:     "down",
-		Short:   "Remove every namespace, link, process and file the lab made",
+		Short:   "Power off and remove every host, namespace, link, mount, cgroup and file the lab made",
 		Example: `  sudo plinth-lab down`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +119,39 @@ explore it; 'plinth-lab down' removes it all.`,
 			return nil
 		},
 	}
-	root.AddCommand(up, down)
+	execCmd := &cobra.Command{
+		Use:   "exec HOST -- COMMAND [ARG...]",
+		Short: "Run a command inside a lab host (all its namespaces), as on its console",
+		Example: `  sudo plinth-lab exec controller-0 -- systemctl status plinth-coordinator
+  sudo plinth-lab exec compute-0 -- journalctl -u plinth-agent -f`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lab.CheckRoot(); err != nil {
+				return err
+			}
+			h, err := nspawn.Load(filepath.Join(dir, "hosts", args[0]))
+			if err != nil {
+				return fmt.Errorf("no lab host %q in %s: %w", args[0], dir, err)
+			}
+			c, err := h.Command(cmd.Context(), args[1:]...)
+			if err != nil {
+				return err
+			}
+			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := c.Run(); err != nil {
+				if ee, ok := err.(*exec.ExitError); ok {
+					os.Exit(ee.ExitCode())
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	root.AddCommand(up, down, execCmd)
 	return root
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -20,7 +20,6 @@ const SystemConfigFile = "/etc/ceph/ceph.conf"
 type Client struct {
 	dial Dialer
 	conf string
-	skip string
 	log  *slog.Logger
 
 	mu       sync.Mutex
@@ -36,10 +35,6 @@ func WithConfigFile(path string) Option { return func(c *Client) { c.conf = path
 
 // WithLogger sets the logger; default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
-
-// WithSkip makes every Ceph step succeed without touching a cluster, reporting
-// reason in its outputs. Labs only: a lab machine without Ceph still converges.
-func WithSkip(reason string) Option { return func(c *Client) { c.skip = reason } }
 
 // NewClient returns a Client that opens sessions with dial.
 func NewClient(dial Dialer, opts ...Option) *Client {
@@ -134,6 +129,3 @@ func (c *Client) Close() {
 func (c *Client) Drivers() (*HealthDriver, *PoolDriver, *UserDriver) {
 	return &HealthDriver{c}, &PoolDriver{c}, &UserDriver{c}
 }
-
-// skipped is what a skipping client's steps output.
-func (c *Client) skipped() map[string]string { return map[string]string{"skipped": c.skip} }

@@ -198,17 +198,6 @@ func TestInputsAreStrict(t *testing.T) {
 	}
 }
 
-func TestSkipTouchesNothing(t *testing.T) {
-	dial := func(context.Context, Conn) (Cluster, error) { t.Fatal("a skipping client dialled"); return nil, nil }
-	health, pool, user := NewClient(dial, WithSkip("no Ceph in this lab")).Drivers()
-	for _, d := range []driver.Driver{health, pool, user} {
-		r := driver.Run(context.Background(), d, json.RawMessage(`{}`))
-		if !r.OK() || len(r.Changes) != 0 || r.Outputs["skipped"] != "no Ceph in this lab" {
-			t.Errorf("%s: %+v", d.Kind(), r)
-		}
-	}
-}
-
 func TestMissingConfigFileSaysWhatToSet(t *testing.T) {
 	dial := func(context.Context, Conn) (Cluster, error) {
 		t.Fatal("dialled without a configuration")

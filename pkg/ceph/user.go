@@ -21,9 +21,6 @@ func (d *UserDriver) Kind() string { return KindUser }
 
 // Diff implements driver.Driver.
 func (d *UserDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	if d.c.skip != "" {
-		return nil, nil
-	}
 	in, err := parseUser(raw)
 	if err != nil {
 		return nil, err
@@ -42,9 +39,6 @@ func (d *UserDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 
 // Outputs implements driver.Outputter: the key, and a keyring file holding it.
 func (d *UserDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
-	if d.c.skip != "" {
-		return d.c.skipped(), nil
-	}
 	in, err := parseUser(raw)
 	if err != nil || in.Delete {
 		return nil, err

@@ -58,9 +58,6 @@ func (d *ConfigDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 	if err != nil {
 		return nil, err
 	}
-	if err := d.paths.labGuard(); err != nil {
-		return nil, err
-	}
 	var changes []driver.Change
 	add := func(c *driver.Change, err error) error {
 		if c != nil {

@@ -1,7 +1,6 @@
 package containerd
 
 import (
-	"github.com/plinth-dev/plinth/pkg/labhost"
 
 	"context"
 	"fmt"
@@ -39,20 +38,6 @@ func (p Paths) withDefaults() Paths {
 	def(&p.State, "/run/containerd")
 	def(&p.Address, "/run/containerd/containerd.sock")
 	return p
-}
-
-// machineWide reports whether p is the machine's own containerd (the default paths),
-// which lab hosts share and so must not touch.
-func (p Paths) machineWide() bool {
-	return p.ConfigPath == "/etc/containerd/config.toml" || p.Address == "/run/containerd/containerd.sock"
-}
-
-// labGuard refuses, on a lab host, steps that would change the machine's containerd.
-func (p Paths) labGuard() error {
-	if !p.machineWide() {
-		return nil
-	}
-	return labhost.Check("containerd's machine-wide config and image store")
 }
 
 // Option configures the drivers of this package.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -64,7 +62,7 @@ type fakeHost struct {
 func newFakeHost(t *testing.T) *fakeHost {
 	h := &fakeHost{t: t, root: t.TempDir(), cs: fake.NewClientset(), run: &fakeRunner{effects: map[string]func() error{}}}
 	h.p = Paths{Root: h.root}
-	h.opts = []Option{WithRoot(h.root), WithRunner(h.run), WithoutHostCheck(),
+	h.opts = []Option{WithRoot(h.root), WithRunner(h.run),
 		WithClients(func([]byte) (kubernetes.Interface, error) { return h.cs, nil })}
 	return h
 }
@@ -296,35 +294,3 @@ func mustVIP(t *testing.T, raw json.RawMessage) kubesteps.VIPInputs {
 	return in
 }
 
-// An agent in a network namespace of its own is a lab host: every kube step that
-// acts on the host refuses, permanently, saying why.
-func TestLabHostIsRefused(t *testing.T) {
-	if os.Getenv("PLINTH_TEST_IN_NETNS") == "1" {
-		err := checkHost(Paths{})
-		if !driver.IsPermanent(err) || !strings.HasPrefix(err.Error(), LabReason+": ") {
-			t.Fatalf("in a namespace: %v", err)
-		}
-		// kube.health acts on no host, yet refuses too: no kube step runs in the lab.
-		raw := json.RawMessage(`{"endpoint":"https://127.0.0.1:1","nodes":["n"],"kubeconfig":"x"}`)
-		if _, err := NewHealthDriver(t.TempDir()).Diff(context.Background(), raw); !driver.IsPermanent(err) || !strings.HasPrefix(err.Error(), LabReason+": ") {
-			t.Fatalf("kube.health in a namespace: %v", err)
-		}
-		return
-	}
-	if err := checkHost(Paths{}); err != nil {
-		t.Fatalf("on the host itself: %v", err)
-	}
-	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and ip to run in a network namespace, as a lab host")
-	}
-	ns := fmt.Sprintf("plinth-kt-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v %s", err, out)
-	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestLabHostIsRefused$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "PLINTH_TEST_IN_NETNS=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-}

@@ -40,9 +40,6 @@ func (d *EtcdDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	if in.Member.Name == "" || in.Member.IP == "" || in.DataDir == "" || in.Binary == "" {
 		return nil, driver.Permanent(fmt.Errorf("kube.etcd: inputs need member name and ip, dataDir and binary"))
 	}
-	if err := d.o.hostCheck(); err != nil {
-		return nil, err
-	}
 	ca, err := certs.ParseCA(in.CA)
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.etcd: %w", err))

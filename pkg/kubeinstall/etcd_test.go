@@ -105,7 +105,7 @@ func etcdMembers(t *testing.T, o siteOpts, sec *secrets, roots map[string]*etcdM
 			root := t.TempDir()
 			svc := &procServices{t: t, bin: bin, root: root}
 			t.Cleanup(svc.stop)
-			m = &etcdMember{name: host, svc: svc, d: NewEtcdDriver(root, WithRoot(root), WithoutHostCheck(),
+			m = &etcdMember{name: host, svc: svc, d: NewEtcdDriver(root, WithRoot(root),
 				WithServices(svc), WithHealthWait(30*time.Second))}
 			roots[host] = m
 		}

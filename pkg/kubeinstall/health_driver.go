@@ -43,9 +43,6 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
-	if err := d.o.hostCheck(); err != nil {
-		return nil, err
-	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(in.Kubeconfig))
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.health: kubeconfig: %w", err))

@@ -39,9 +39,6 @@ func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
-	if err := d.o.hostCheck(); err != nil {
-		return nil, err
-	}
 	if err := d.o.need("kubeadm"); err != nil {
 		return nil, err
 	}

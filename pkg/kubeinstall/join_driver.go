@@ -52,9 +52,6 @@ func (d *JoinDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	if in.ControlPlane != d.controlPlane {
 		return nil, driver.Permanent(fmt.Errorf("%s: inputs say controlPlane=%v", d.Kind(), in.ControlPlane))
 	}
-	if err := d.o.hostCheck(); err != nil {
-		return nil, err
-	}
 	if err := d.o.need("kubeadm"); err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ type options struct {
 	log       *slog.Logger
 	run       Runner
 	services  Services
-	hostCheck func() error
 	now       func() time.Time
 	// renewBefore is how long before expiry a certificate is renewed (Plinth's own)
 	// or reported (kubeadm's).
@@ -34,7 +33,6 @@ func newOptions(stateDir string, opts []Option) *options {
 		stateDir: stateDir, log: slog.Default(), run: ExecRunner{},
 		now: time.Now, renewBefore: DefaultRenewBefore, healthWait: 60 * time.Second, clients: NewClient, lookPath: exec.LookPath,
 	}
-	o.hostCheck = func() error { return checkHost(o.paths) }
 	for _, f := range opts {
 		f(o)
 	}
@@ -59,8 +57,6 @@ func WithRunner(r Runner) Option {
 // WithServices replaces the service manager (systemd by default).
 func WithServices(s Services) Option { return func(o *options) { o.services = s } }
 
-// WithoutHostCheck skips the check that this is a real host (tests).
-func WithoutHostCheck() Option { return func(o *options) { o.hostCheck = func() error { return nil } } }
 
 // WithClock sets the clock certificate checks use.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }

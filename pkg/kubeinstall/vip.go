@@ -79,9 +79,6 @@ func (d *VIPDriver) Diff(_ context.Context, raw json.RawMessage) ([]driver.Chang
 	if in.VIP == "" || in.Image == "" || in.Port == 0 {
 		return nil, driver.Permanent(fmt.Errorf("kube.vip: inputs need vip, port and image"))
 	}
-	if err := d.o.hostCheck(); err != nil {
-		return nil, err
-	}
 	data, err := VIPManifest(in)
 	if err != nil {
 		return nil, driver.Permanent(err)

@@ -27,16 +27,22 @@ type Lab struct {
 	Identity string
 	// Profile is the coordinators' timing profile ("fast" for labs and tests).
 	Profile string
-	// Detach keeps processes running after the process that started them exits (demo).
+	// Detach keeps processes running after the process that started them exits.
 	Detach bool
+	// BundleDir is the unpacked site bundle every booted host installs from.
+	BundleDir string
+	// Rootfs is the cached root filesystem hosts boot from (nspawn.BuildRootfs).
+	Rootfs string
+	// RuncWrapper is a built cmd/runc-lab for the lab profile, or empty.
+	RuncWrapper string
 
 	mu       sync.Mutex
-	services []*Proc
 	cleanups []func(context.Context)
 	coords   []*Coordinator
 	hosts    []*Host
-	nets     []string
 	bridge   string
+	guard    string // nftables table keeping lab traffic on the bridge
+	gateway  string // the bridge's address
 	prefix   string
 }
 
@@ -46,7 +52,9 @@ func New(dir, bin, prefix string) *Lab {
 	return &Lab{Dir: dir, Bin: bin, Identity: filepath.Join(dir, "admin.json"), Profile: "fast", prefix: prefix}
 }
 
-// Coordinator is one coordinator process of the lab.
+// Coordinator is one coordinator of the lab: a process the lab started (loopback
+// clusters for tests and benchmarks), or the plinth-coordinator unit of a booted
+// host (Host set).
 type Coordinator struct {
 	Name    string
 	IP      string
@@ -55,6 +63,27 @@ type Coordinator struct {
 	NS      string
 	DataDir string
 	Proc    *Proc
+	Host    *Host
+	lab     *Lab
+}
+
+// Kill sends SIGKILL to the coordinator. A booted host's systemd restarts it.
+func (c *Coordinator) Kill(ctx context.Context) error {
+	if c.Host != nil {
+		_, err := c.lab.Systemctl(ctx, c.Host, "kill", "--signal=KILL", "plinth-coordinator")
+		return err
+	}
+	if c.Proc != nil {
+		c.Proc.Kill()
+	}
+	return nil
+}
+
+func (c *Coordinator) alive() bool {
+	if c.Host != nil {
+		return c.Host.Machine != nil && c.Host.Machine.Running()
+	}
+	return c.Proc != nil && c.Proc.Alive()
 }
 
 // APIAddr is the mTLS API address.
@@ -128,8 +157,13 @@ func (l *Lab) inNS(ctx context.Context, ns, bin string, args ...string) (string,
 	return run(ctx, "ip", append([]string{"netns", "exec", ns, bin}, args...)...)
 }
 
-// StartCoordinator (re)starts a coordinator's serve process.
+// StartCoordinator (re)starts a coordinator's serve process (its unit on a booted
+// host).
 func (l *Lab) StartCoordinator(c *Coordinator) error {
+	if c.Host != nil {
+		_, err := l.Systemctl(context.Background(), c.Host, "start", "plinth-coordinator")
+		return err
+	}
 	p, err := startProc(l.Detach, "coordinator "+c.Name, filepath.Join(l.Dir, "logs", "coordinator-"+c.Name+".log"), c.NS,
 		l.coordinatorBin(), "serve", "--data-dir", c.DataDir, "--log-level", "debug")
 	if err != nil {
@@ -232,7 +266,7 @@ func (l *Lab) WaitReady(ctx context.Context, c *Coordinator, timeout time.Durati
 // Leader asks the live coordinators who leads.
 func (l *Lab) Leader(ctx context.Context) (string, error) {
 	for _, c := range l.Coordinators() {
-		if c.Proc == nil || !c.Proc.Alive() {
+		if !c.alive() {
 			continue
 		}
 		cl, err := l.NodeClient(c)

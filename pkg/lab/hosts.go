@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,23 +10,36 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/plinth-dev/plinth/pkg/nspawn"
 )
 
-// Host is one lab host: a network namespace with a management link on the lab
-// bridge, a spare "data0" veth pair for host.network to configure, and an agent.
+// Host is one lab host: a Debian rootfs booted with systemd-nspawn (systemd as PID 1)
+// in its own network namespace, with its management link eth0 on the lab bridge and
+// two spare veth pairs (data0/data0p, data1/data1p) for host.network to configure.
+// Plinth reaches it only as it would a real machine: the install script, then its
+// own systemd units.
 type Host struct {
-	Name     string
-	NS       string
-	IP       string // management address
-	StateDir string
-	Agent    *Proc
-	// AgentArgs are extra `plinth-agent run` flags from the host's services.
-	AgentArgs []string
-	hostLink  string // root-namespace end of the management veth
+	Name    string
+	NS      string // ip netns name
+	IP      string // management address
+	Machine *nspawn.Host
+	link    string // the machine's end of eth0's veth
 }
 
+// Paths inside every lab host where the lab's shared files appear (read-only).
+const (
+	// BundleMount holds the site bundle the install script installs from.
+	BundleMount = "/mnt/plinth-bundle"
+	// ShareMount holds files the lab hands every host (agent.yaml).
+	ShareMount = "/mnt/plinth-lab"
+	// InstallScript is the install script inside the bundle.
+	installScript = BundleMount + "/install.sh"
+)
+
 // Network sets up the lab bridge in the root namespace with gateway gw (CIDR, e.g.
-// 10.211.7.1/24). Hosts get addresses in the same subnet.
+// 10.211.7.1/24), and a forward guard so nothing from the bridge is routed anywhere
+// else. Hosts get addresses in the same subnet.
 func (l *Lab) Network(ctx context.Context, gw string) error {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return fmt.Errorf("lab: needs iproute2 (`ip`): %w", err)
@@ -35,25 +49,33 @@ func (l *Lab) Network(ctx context.Context, gw string) error {
 		return fmt.Errorf("lab: prefix %q too long for link names", l.prefix)
 	}
 	l.mu.Lock()
-	l.bridge = br
+	l.bridge, l.guard = br, l.prefix+"guard"
 	l.mu.Unlock()
-	for _, args := range [][]string{
-		{"link", "add", br, "type", "bridge"},
-		{"addr", "add", gw, "dev", br},
-		{"link", "set", br, "up"},
-	} {
-		if _, err := run(ctx, "ip", args...); err != nil {
-			return fmt.Errorf("lab: bridge: %w", err)
-		}
+	if err := l.save(); err != nil {
+		return err
 	}
-	l.mu.Lock()
-	l.bridge = br
-	l.mu.Unlock()
-	return l.save()
+	if err := nspawn.CreateBridge(ctx, br, gw); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	guard := fmt.Sprintf(`table inet %s {
+	chain forward {
+		type filter hook forward priority 0; policy accept;
+		iifname "%s" oifname != "%s" drop
+		oifname "%s" iifname != "%s" drop
+	}
+}
+`, l.guard, br, br, br, br)
+	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(guard)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("lab: forward guard: %w: %s", err, out)
+	}
+	return nil
 }
 
-// AddHost creates a host namespace with management address ip (CIDR) on the bridge.
-func (l *Lab) AddHost(ctx context.Context, name, cidr string) (*Host, error) {
+// AddHost creates a host's namespace with management address cidr on the bridge and
+// boots it from the lab's rootfs, with the bundle and the lab's share mounted.
+func (l *Lab) AddHost(ctx context.Context, name, cidr string, etcHosts []string) (*Host, error) {
 	ipAddr, _, err := net.ParseCIDR(cidr)
 	if err != nil {
 		return nil, fmt.Errorf("lab: host %s: %w", name, err)
@@ -62,33 +84,55 @@ func (l *Lab) AddHost(ctx context.Context, name, cidr string) (*Host, error) {
 	idx := len(l.hosts)
 	br := l.bridge
 	l.mu.Unlock()
-	h := &Host{
-		Name: name, NS: l.prefix + "-" + name, IP: ipAddr.String(),
-		StateDir: filepath.Join(l.Dir, "hosts", name), hostLink: fmt.Sprintf("%sh%d", l.prefix, idx),
-	}
+	h := &Host{Name: name, NS: l.prefix + "-" + name, IP: ipAddr.String(), link: fmt.Sprintf("%sh%d", l.prefix, idx)}
 	l.mu.Lock()
 	l.hosts = append(l.hosts, h)
 	l.mu.Unlock()
 	if err := l.save(); err != nil {
 		return nil, err
 	}
-	steps := [][]string{
-		{"netns", "add", h.NS},
-		{"-n", h.NS, "link", "set", "lo", "up"},
-		{"link", "add", h.hostLink, "type", "veth", "peer", "name", "eth0", "netns", h.NS},
-		{"link", "set", h.hostLink, "master", br, "up"},
-		{"-n", h.NS, "addr", "add", cidr, "dev", "eth0"},
-		{"-n", h.NS, "link", "set", "eth0", "up"},
-		// A spare pair inside the host for the host.network step to manage.
+	ns := nspawn.NetNS{Name: h.NS, Bridge: br, HostLink: h.link, Addr: cidr}
+	if err := nspawn.CreateNetNS(ctx, ns); err != nil {
+		return nil, fmt.Errorf("lab: host %s: %w", name, err)
+	}
+	// Spare pairs inside the host: host.network configures data0 and puts data1 into a
+	// bridge it creates; the peers stay up so both have carrier.
+	for _, args := range [][]string{
 		{"-n", h.NS, "link", "add", "data0", "type", "veth", "peer", "name", "data0p"},
 		{"-n", h.NS, "link", "set", "data0p", "up"},
-	}
-	for _, args := range steps {
+		{"-n", h.NS, "link", "add", "data1", "type", "veth", "peer", "name", "data1p"},
+		{"-n", h.NS, "link", "set", "data1p", "up"},
+	} {
 		if _, err := run(ctx, "ip", args...); err != nil {
-			return nil, fmt.Errorf("lab: host %s: %w", name, err)
+			return nil, fmt.Errorf("lab: host %s: spare links: %w", name, err)
 		}
 	}
-	return h, os.MkdirAll(h.StateDir, 0o700)
+	gw := ""
+	if l.gateway != "" {
+		gw = l.gateway
+	}
+	cfg := nspawn.HostConfig{
+		Name: name, MachineDir: filepath.Join(l.Dir, "hosts", name), Rootfs: l.Rootfs, NetNS: ns.Path(),
+		Hosts: etcHosts, Profile: nspawn.LabProfile(), RuncWrapper: l.RuncWrapper,
+		Binds: []nspawn.Bind{
+			{Source: l.BundleDir, Target: BundleMount, ReadOnly: true},
+			{Source: l.shareDir(), Target: ShareMount, ReadOnly: true},
+		},
+	}
+	if gw != "" {
+		cfg.Nameservers = []string{gw}
+	}
+	m, err := nspawn.Boot(ctx, cfg)
+	if m != nil {
+		h.Machine = m
+		if serr := l.save(); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
+		return h, fmt.Errorf("lab: boot host %s: %w (console: %s)", name, err, filepath.Join(cfg.MachineDir, "console.log"))
+	}
+	return h, nil
 }
 
 // Hosts returns the lab's hosts.
@@ -108,41 +152,35 @@ func (l *Lab) Host(name string) *Host {
 	return nil
 }
 
-// EnrolAgent creates a token for h and runs `plinth-agent join` inside its namespace.
-func (l *Lab) EnrolAgent(ctx context.Context, h *Host, role string) error {
-	tok, err := l.CLI(ctx, "node", "enroll", h.Name, "--role", role, "--ttl", "10m")
-	if err != nil {
-		return err
-	}
-	var joins []string
-	for _, c := range l.Coordinators() {
-		if !c.Witness {
-			joins = append(joins, c.JoinAddr())
-		}
-	}
-	out, err := l.inNS(ctx, h.NS, l.agentBin(), "join", "--name", h.Name, "--state-dir", h.StateDir,
-		"--coordinator", strings.Join(joins, ","), "--token", strings.TrimSpace(tok))
-	if err != nil {
-		return fmt.Errorf("lab: enrol %s: %w: %s", h.Name, err, out)
-	}
-	return nil
-}
-
-// StartAgent (re)starts h's agent inside its namespace.
-func (l *Lab) StartAgent(h *Host) error {
-	args := append([]string{"run", "--state-dir", h.StateDir, "--gossip-addr", net.JoinHostPort(h.IP, "7450"),
-		"--gossip-profile", "fast", "--facts-interval", "5s", "--log-level", "debug"}, h.AgentArgs...)
-	p, err := startProc(l.Detach, "agent "+h.Name, filepath.Join(l.Dir, "logs", "agent-"+h.Name+".log"), h.NS, l.agentBin(), args...)
-	if err != nil {
-		return err
-	}
-	h.Agent = p
-	return l.save()
-}
-
-// Exec runs a command inside h's namespace.
+// Exec runs a command inside h (every namespace of its PID 1, its cgroups) and
+// returns its standard output; a failure carries its standard error.
 func (l *Lab) Exec(ctx context.Context, h *Host, name string, args ...string) (string, error) {
-	return run(ctx, "ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
+	if h.Machine == nil {
+		return "", fmt.Errorf("lab: host %s is not booted", h.Name)
+	}
+	out, err := h.Machine.Exec(ctx, nil, append([]string{name}, args...)...)
+	return string(out), err
+}
+
+// Systemctl runs systemctl inside h.
+func (l *Lab) Systemctl(ctx context.Context, h *Host, args ...string) (string, error) {
+	return l.Exec(ctx, h, "systemctl", args...)
+}
+
+// KillAgent kills h's agent with SIGKILL and keeps it stopped (systemd would restart
+// it), as a host whose agent crashed for good; StartAgent brings it back.
+func (l *Lab) KillAgent(ctx context.Context, h *Host) error {
+	if _, err := l.Systemctl(ctx, h, "kill", "--signal=KILL", "plinth-agent"); err != nil {
+		return err
+	}
+	_, err := l.Systemctl(ctx, h, "stop", "plinth-agent")
+	return err
+}
+
+// StartAgent (re)starts h's agent unit.
+func (l *Lab) StartAgent(ctx context.Context, h *Host) error {
+	_, err := l.Systemctl(ctx, h, "start", "plinth-agent")
+	return err
 }
 
 // Partition drops all traffic in and out of h's management link (nftables inside
@@ -173,25 +211,54 @@ func (l *Lab) Heal(ctx context.Context, h *Host) error {
 	return err
 }
 
-// Down stops every process and removes every namespace and link the lab made.
-// It is safe to call more than once and after a partial Up.
+// Down powers off and removes every host, then every namespace, link and process the
+// lab made. It is safe to call more than once and after a partial Up.
 func (l *Lab) Down(ctx context.Context) {
+	var errs []error
 	for _, h := range l.Hosts() {
-		if h.Agent != nil {
-			h.Agent.Stop(3 * time.Second)
+		if h.Machine != nil {
+			if err := h.Machine.Remove(ctx); err != nil {
+				errs = append(errs, err)
+			}
 		}
+		_ = nspawn.DeleteNetNS(ctx, nspawn.NetNS{Name: h.NS, HostLink: h.link})
 	}
-	l.stopServices(ctx)
 	l.stopCoordinators()
-	for _, h := range l.Hosts() {
-		_, _ = run(ctx, "ip", "netns", "del", h.NS)
-		_, _ = run(ctx, "ip", "link", "del", h.hostLink)
-	}
 	l.mu.Lock()
-	br := l.bridge
-	l.bridge = ""
+	br, guard := l.bridge, l.guard
+	l.bridge, l.guard = "", ""
 	l.mu.Unlock()
-	if br != "" {
-		_, _ = run(ctx, "ip", "link", "del", br)
+	removeNetwork(ctx, br, guard)
+	if len(errs) > 0 {
+		fmt.Fprintf(os.Stderr, "lab: down: %v\n", errors.Join(errs...))
+	}
+}
+
+func removeNetwork(ctx context.Context, bridge, guard string) {
+	if guard != "" {
+		_, _ = run(ctx, "nft", "delete", "table", "inet", guard)
+	}
+	if bridge != "" {
+		_ = nspawn.DeleteLink(ctx, bridge)
+	}
+}
+
+// waitUnit waits until unit is active inside h.
+func (l *Lab) waitUnit(ctx context.Context, h *Host, unit string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, _ := l.Systemctl(ctx, h, "is-active", unit)
+		if strings.TrimSpace(out) == "active" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			logs, _ := l.Exec(ctx, h, "journalctl", "-u", unit, "-n", "20", "--no-pager")
+			return fmt.Errorf("lab: %s on %s is %q after %s:\n%s", unit, h.Name, strings.TrimSpace(out), timeout, logs)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

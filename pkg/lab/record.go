@@ -1,8 +1,6 @@
 package lab
 
 import (
-	"github.com/plinth-dev/plinth/pkg/atomicfile"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
+	"github.com/plinth-dev/plinth/pkg/nspawn"
 )
 
 // record is what the lab writes to Dir/lab.json after every change, so `down` in
@@ -18,6 +19,7 @@ import (
 type record struct {
 	Prefix string       `json:"prefix"`
 	Bridge string       `json:"bridge,omitempty"`
+	Guard  string       `json:"guard,omitempty"`
 	Hosts  []hostRecord `json:"hosts,omitempty"`
 	Pids   []int        `json:"pids,omitempty"`
 }
@@ -26,6 +28,8 @@ type hostRecord struct {
 	Name     string `json:"name"`
 	NS       string `json:"ns"`
 	HostLink string `json:"hostLink"`
+	// MachineDir holds the booted host's own record (nspawn.Load).
+	MachineDir string `json:"machineDir,omitempty"`
 }
 
 func (l *Lab) recordPath() string { return filepath.Join(l.Dir, "lab.json") }
@@ -33,17 +37,13 @@ func (l *Lab) recordPath() string { return filepath.Join(l.Dir, "lab.json") }
 // save writes the record; callers hold no lock.
 func (l *Lab) save() error {
 	l.mu.Lock()
-	r := record{Prefix: l.prefix, Bridge: l.bridge}
+	r := record{Prefix: l.prefix, Bridge: l.bridge, Guard: l.guard}
 	for _, h := range l.hosts {
-		r.Hosts = append(r.Hosts, hostRecord{Name: h.Name, NS: h.NS, HostLink: h.hostLink})
-		if h.Agent != nil && h.Agent.Alive() {
-			r.Pids = append(r.Pids, h.Agent.Pid())
+		hr := hostRecord{Name: h.Name, NS: h.NS, HostLink: h.link}
+		if h.Machine != nil {
+			hr.MachineDir = h.Machine.Config().MachineDir
 		}
-	}
-	for _, p := range l.services {
-		if p.Alive() {
-			r.Pids = append(r.Pids, p.Pid())
-		}
+		r.Hosts = append(r.Hosts, hr)
 	}
 	for _, c := range l.coords {
 		if c.Proc != nil && c.Proc.Alive() {
@@ -67,8 +67,9 @@ func Exists(dir string) bool {
 	return err == nil
 }
 
-// DownDir removes everything a lab recorded in dir/lab.json: its processes (by
-// process group), namespaces, links and finally the directory itself.
+// DownDir removes everything a lab recorded in dir/lab.json: its booted hosts, its
+// processes (by process group), namespaces, links, the forward guard and finally the
+// directory itself.
 func DownDir(ctx context.Context, dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "lab.json"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -81,6 +82,22 @@ func DownDir(ctx context.Context, dir string) error {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("lab: %s/lab.json: %w", dir, err)
 	}
+	var errs []error
+	for _, h := range r.Hosts {
+		if h.MachineDir == "" {
+			continue
+		}
+		m, err := nspawn.Load(h.MachineDir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = m.Remove(ctx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("host %s: %w", h.Name, err))
+		}
+	}
 	for _, pid := range r.Pids {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
@@ -92,11 +109,11 @@ func DownDir(ctx context.Context, dir string) error {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	for _, h := range r.Hosts {
-		_, _ = run(ctx, "ip", "netns", "del", h.NS)
-		_, _ = run(ctx, "ip", "link", "del", h.HostLink)
+		_ = nspawn.DeleteNetNS(ctx, nspawn.NetNS{Name: h.NS, HostLink: h.HostLink})
 	}
-	if r.Bridge != "" {
-		_, _ = run(ctx, "ip", "link", "del", r.Bridge)
+	removeNetwork(ctx, r.Bridge, r.Guard)
+	if len(errs) > 0 {
+		return fmt.Errorf("lab: down: %w (kept %s)", errors.Join(errs...), dir)
 	}
 	return os.RemoveAll(dir)
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
-	"github.com/plinth-dev/plinth/pkg/labhost"
+	"github.com/plinth-dev/plinth/pkg/nspawn"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
@@ -58,8 +58,12 @@ func DefaultSpec(manifest string) Spec {
 }
 
 // CoordinatorPort is the API port coordinators use in the lab (join, raft and
-// gossip take the next three).
+// gossip take the next three), the install script's default.
 const CoordinatorPort = 7440
+
+// CephHost is the lab host that runs the one-node Ceph cluster (the Debian
+// packages' units) and the ceph.* steps.
+const CephHost = "controller-0"
 
 func (s Spec) ip(octet int) (string, string, error) {
 	_, n, err := net.ParseCIDR(s.Subnet)
@@ -75,68 +79,120 @@ func (s Spec) ip(octet int) (string, string, error) {
 	return addr, fmt.Sprintf("%s/%d", addr, ones), nil
 }
 
-// Up builds the whole lab: bridge, host namespaces, coordinators, enrolled agents,
-// and the applied manifest. It does not wait for convergence: see WaitReady.
+// Up builds the whole lab: bridge, booted hosts, then the site install script on
+// each, as an operator would run it on real machines: --init on the first controller,
+// --join on the other controller and the witness, --agent everywhere else, with
+// tokens the first coordinator issues. Then it applies the manifest. It does not
+// wait for convergence: see WaitSiteReady.
 func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 	say := func(format string, args ...any) {
 		if progress != nil {
 			fmt.Fprintf(progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 		}
 	}
-	_, gw, err := spec.ip(1)
+	if l.BundleDir == "" {
+		return errors.New("lab: no site bundle: build one with `make bundle` and pass --bundle")
+	}
+	if l.Rootfs == "" {
+		began := time.Now()
+		dir, err := nspawn.BuildRootfs(ctx, nspawn.RootfsOptions{Profile: nspawn.LabProfile(), Progress: progress})
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		l.Rootfs = dir
+		say("rootfs %s ready (%.1fs)", dir, time.Since(began).Seconds())
+	}
+	gwIP, gw, err := spec.ip(1)
 	if err != nil {
 		return err
 	}
+	l.gateway = gwIP
 	if err := l.Network(ctx, gw); err != nil {
 		return err
 	}
 	say("bridge %s up at %s", l.bridge, gw)
+	if err := l.writeShare(); err != nil {
+		return err
+	}
+	var etcHosts []string
+	for _, hs := range spec.Hosts {
+		ip, _, err := spec.ip(hs.Octet)
+		if err != nil {
+			return err
+		}
+		etcHosts = append(etcHosts, ip+" "+hs.Name)
+	}
 	for _, hs := range spec.Hosts {
 		_, cidr, err := spec.ip(hs.Octet)
 		if err != nil {
 			return err
 		}
-		if _, err := l.AddHost(ctx, hs.Name, cidr); err != nil {
+		began := time.Now()
+		if _, err := l.AddHost(ctx, hs.Name, cidr, etcHosts); err != nil {
 			return err
 		}
-		say("host %-13s namespace %s, eth0 %s", hs.Name, l.Host(hs.Name).NS, cidr)
+		say("host %-13s booted (systemd running) in %.1fs, eth0 %s", hs.Name, time.Since(began).Seconds(), cidr)
 	}
-	for _, kind := range []string{"init", "join", "witness"} {
+	var first *Host
+	var joinAddrs []string
+	for _, kind := range []string{"init", "join", "witness", ""} {
 		for _, hs := range spec.Hosts {
 			if hs.Coordinator != kind {
 				continue
 			}
 			h := l.Host(hs.Name)
-			if kind == "init" {
-				if _, err := l.InitCoordinator(ctx, hs.Name, h.NS, h.IP, CoordinatorPort, spec.Site); err != nil {
+			began := time.Now()
+			args := []string{"--bundle", BundleMount, "--name", h.Name, "--agent-config", ShareMount + "/agent.yaml"}
+			switch kind {
+			case "init":
+				args = append(args, "--init", "--site", spec.Site, "--bind", h.IP, "--profile", l.Profile, "--role", hs.Role)
+			case "join", "witness":
+				as := map[string]string{"join": "controller", "witness": "witness"}[kind]
+				tok, err := l.tokenFile(ctx, h.Name, map[string]string{"join": "coordinator", "witness": "witness"}[kind])
+				if err != nil {
 					return err
 				}
-			} else if _, err := l.JoinCoordinator(ctx, hs.Name, h.NS, h.IP, CoordinatorPort, kind == "witness"); err != nil {
+				atok, err := l.tokenFile(ctx, h.Name, hs.Role)
+				if err != nil {
+					return err
+				}
+				args = append(args, "--join", as, "--bind", h.IP, "--profile", l.Profile, "--coordinator", first.IP,
+					"--token-file", tok, "--agent-token-file", atok)
+			default:
+				tok, err := l.tokenFile(ctx, h.Name, hs.Role)
+				if err != nil {
+					return err
+				}
+				args = append(args, "--agent", "--coordinator", strings.Join(joinAddrs, ","), "--token-file", tok)
+			}
+			if err := l.install(ctx, h, args...); err != nil {
 				return err
 			}
-			say("coordinator %s (%s) serving on %s", hs.Name, kind, net.JoinHostPort(h.IP, fmt.Sprint(CoordinatorPort)))
-		}
-	}
-	for _, hs := range spec.Hosts {
-		h := l.Host(hs.Name)
-		for _, svc := range registeredServices() {
-			args, err := svc.fn(ctx, l, h, hs)
-			if errors.Is(err, ErrServiceUnavailable) {
-				say("host %-13s %s: not available here: %v", hs.Name, svc.name, err)
-				continue
+			if kind != "" {
+				c := &Coordinator{Name: h.Name, IP: h.IP, Port: CoordinatorPort, Witness: kind == "witness", NS: h.NS, Host: h, lab: l}
+				l.mu.Lock()
+				l.coords = append(l.coords, c)
+				l.mu.Unlock()
+				if kind == "init" {
+					first = h
+					if err := l.copyAdminIdentity(h); err != nil {
+						return err
+					}
+				}
+				if err := l.writeIdentityAddrs(); err != nil {
+					return err
+				}
+				if err := l.WaitReady(ctx, c, 60*time.Second); err != nil {
+					return err
+				}
+				if kind != "witness" {
+					joinAddrs = append(joinAddrs, h.IP)
+				}
+				say("host %-13s install.sh --%s: coordinator and agent running (%.1fs)", h.Name, map[string]string{"init": "init", "join": "join controller", "witness": "join witness"}[kind], time.Since(began).Seconds())
+			} else {
+				say("host %-13s install.sh --agent: agent enrolled and running (%.1fs)", h.Name, time.Since(began).Seconds())
 			}
-			if err != nil {
-				return fmt.Errorf("lab: host %s: %s: %w", hs.Name, svc.name, err)
-			}
-			h.AgentArgs = append(h.AgentArgs, args...)
 		}
-		if err := l.EnrolAgent(ctx, h, hs.Role); err != nil {
-			return err
-		}
-		if err := l.StartAgent(h); err != nil {
-			return err
-		}
-		say("agent %-13s enrolled with a one-time token and running", hs.Name)
 	}
 	if spec.Manifest != "" {
 		out, err := l.CLI(ctx, "apply", "-f", spec.Manifest)
@@ -148,14 +204,12 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 	return nil
 }
 
-// WaitSiteReady follows the site with blocking queries and prints a host × step table
-// whenever it changes, until the Site is Ready or timeout passes. It also returns,
-// with ready false, once every step that can run in the lab is done and the rest
-// cannot run on namespace hosts (see LabRefused).
-func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout time.Duration) (ready bool, err error) {
+// WaitSiteReady follows the site with blocking queries and prints a host × step
+// table whenever it changes, until the Site is Ready or timeout passes.
+func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout time.Duration) error {
 	cl, err := l.Client()
 	if err != nil {
-		return false, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -166,7 +220,7 @@ func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout tim
 		next, err := cl.Do(ctx, "GET", client.Blocking("/v1/steps", idx, 5*time.Second), nil, &steps)
 		if err != nil {
 			if ctx.Err() != nil {
-				return false, fmt.Errorf("lab: site not Ready within %s; last seen:\n%s", timeout, last)
+				return fmt.Errorf("lab: site not Ready within %s; last seen:\n%s", timeout, last)
 			}
 			time.Sleep(200 * time.Millisecond)
 			continue
@@ -187,89 +241,22 @@ func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout tim
 		}
 		if site != nil {
 			if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil && r.Status == api.ConditionTrue {
-				return true, nil
+				return nil
 			}
-		}
-		if lab := LabRefused(steps); len(lab) > 0 && settledInLab(hosts, steps, lab) {
-			if progress != nil {
-				fmt.Fprintf(progress, "\nEvery step that can run in the lab is done; %d cannot run on namespace hosts (%s)\nand are shown as n/a: they are never reported done. The site stays not Ready.\n",
-					len(lab), strings.Join(kindsOf(steps, lab), ", "))
-			}
-			return false, nil
 		}
 	}
 }
 
-// LabRefused returns the IDs of steps that cannot run on lab hosts: those Blocked
-// with labhost.Reason, and those waiting, directly or not, on one of them.
-func LabRefused(steps []plan.Record) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range steps {
-		if s.State == plan.Blocked && s.LastResult != nil && strings.Contains(s.LastResult.Error, labhost.Reason) {
-			out[s.ID] = true
-		}
-	}
-	for grew := len(out) > 0; grew; {
-		grew = false
-		for _, s := range steps {
-			if out[s.ID] || (s.State != plan.Pending && s.State != plan.Ready) {
-				continue
-			}
-			for _, d := range s.Deps {
-				if out[d] {
-					out[s.ID], grew = true, true
-					break
-				}
-			}
-		}
-	}
-	return out
-}
-
-// settledInLab reports whether every host is reachable and every step is done or
-// cannot run in the lab.
-func settledInLab(hosts []state.HostRecord, steps []plan.Record, lab map[string]bool) bool {
-	for _, h := range hosts {
-		if h.Declared && h.Reachable != api.ConditionTrue {
-			return false
-		}
-	}
-	for _, s := range steps {
-		if s.State != plan.Succeeded && !lab[s.ID] {
-			return false
-		}
-	}
-	return true
-}
-
-func kindsOf(steps []plan.Record, ids map[string]bool) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range steps {
-		if ids[s.ID] && !seen[s.Kind] {
-			seen[s.Kind] = true
-			out = append(out, s.Kind)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// ProgressTable renders hosts as rows and step kinds as columns. Steps that cannot
-// run in the lab show as n/a.
+// ProgressTable renders hosts as rows and step kinds as columns.
 func ProgressTable(hosts []state.HostRecord, steps []plan.Record, site *state.SiteRecord) string {
 	kinds := map[string]bool{}
 	cell := map[[2]string]string{}
-	lab := LabRefused(steps)
 	for _, s := range steps {
 		kind, _, _ := strings.Cut(s.Kind, "/")
 		kinds[kind] = true
 		v := string(s.State)
 		if s.State == plan.Failed || s.State == plan.Blocked {
 			v += fmt.Sprintf("(%d)", s.Attempts)
-		}
-		if lab[s.ID] {
-			v = "n/a"
 		}
 		k := [2]string{s.Host, kind}
 		if prev, ok := cell[k]; ok && prev != v {
@@ -322,7 +309,7 @@ func dash(s string) string {
 // CheckRoot explains why the lab cannot run when not root.
 func CheckRoot() error {
 	if os.Geteuid() != 0 {
-		return errors.New("lab: needs root (it creates network namespaces, veth pairs and a bridge)")
+		return errors.New("lab: needs root (it boots hosts with systemd-nspawn and creates network namespaces, veth pairs and a bridge)")
 	}
 	return nil
 }

@@ -51,9 +51,6 @@ func (d *DPDKDriver) Kind() string { return ovsspec.KindDPDK }
 // Diff implements driver.Driver: the other_config settings, then DPDK start-up
 // (vswitchd initialises DPDK at run time the first time) or a restart.
 func (d *DPDKDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	if d.opts.skip != "" {
-		return nil, nil
-	}
 	var in ovsspec.DPDKInputs
 	if err := decodeInputs(raw, &in); err != nil {
 		return nil, err
@@ -288,9 +285,6 @@ func (d *DPDKDriver) recordApplied(ctx context.Context, hash string) error {
 // Outputs implements driver.Outputter: it verifies DPDK is initialised and that the
 // PMD threads, if any exist yet, run on the CPUs of pmd-cpu-mask.
 func (d *DPDKDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
-	if d.opts.skip != "" {
-		return map[string]string{"skipped": d.opts.skip}, nil
-	}
 	var in ovsspec.DPDKInputs
 	if err := decodeInputs(raw, &in); err != nil {
 		return nil, err

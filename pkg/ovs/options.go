@@ -35,7 +35,6 @@ type options struct {
 	settle   time.Duration
 	dpdkWait time.Duration
 	linkWait time.Duration
-	skip     string
 }
 
 // Option configures the OVS drivers.
@@ -72,10 +71,6 @@ func WithSysRoot(root string) Option { return func(o *options) { o.sysRoot = roo
 func WithTimeouts(settle, dpdk, link time.Duration) Option {
 	return func(o *options) { o.settle, o.dpdkWait, o.linkWait = settle, dpdk, link }
 }
-
-// WithSkip makes every OVS step succeed without touching anything, reporting reason
-// in its outputs. Only for labs on machines without Open vSwitch.
-func WithSkip(reason string) Option { return func(o *options) { o.skip = reason } }
 
 func newOptions(opts []Option) options {
 	o := options{

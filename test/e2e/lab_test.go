@@ -14,7 +14,6 @@ import (
 
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/ceph/cephtest"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -139,34 +138,36 @@ func (e *labEnv) link(host string) (mtu int, addrs []string) {
 
 func (e *labEnv) waitReady(timeout time.Duration) {
 	e.t.Helper()
-	ready, err := e.l.WaitSiteReady(e.ctx, nil, timeout)
-	if err != nil {
+	if err := e.l.WaitSiteReady(e.ctx, nil, timeout); err != nil {
 		e.t.Fatal(err)
-	}
-	if !ready {
-		e.t.Fatal("the test lab has only steps that run in the lab, yet the site is not Ready")
 	}
 }
 
 func startLab(t *testing.T) *labEnv {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: it creates network namespaces, veth pairs and a bridge")
+		t.Skip("the lab needs root: it boots hosts with systemd-nspawn and creates network namespaces, veth pairs and a bridge")
 	}
-	for _, tool := range []string{"ip", "nft"} {
+	for _, tool := range []string{"ip", "nft", "systemd-nspawn", "debootstrap"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the lab needs %s (make deps installs it)", tool)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	bundleFile := siteBundle(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
 	l := newLab(t)
+	dir, err := lab.UnpackBundle(ctx, bundleFile, bundleCache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.BundleDir = dir
 	n := 100 + 3*rand.IntN(40)
 	spec := lab.DefaultSpec("")
 	spec.Subnet = fmt.Sprintf("10.%d.0.0/24", n)
 	e := &labEnv{t: t, ctx: ctx, l: l, n: n, dir: t.TempDir()}
 	start := time.Now()
-	if err := l.Up(ctx, spec, nil); err != nil {
+	if err := l.Up(ctx, spec, testLog{t}); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := l.Client()
@@ -176,7 +177,7 @@ func startLab(t *testing.T) *labEnv {
 	e.cl = cl
 	e.apply(labManifest(n, 9000, nil))
 	e.waitReady(90 * time.Second)
-	t.Logf("lab of 3 coordinators and 4 agent hosts Ready %s after start", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("lab of 4 booted hosts (3 coordinators, 4 agents) installed and Ready %s after start", time.Since(start).Round(100*time.Millisecond))
 	return e
 }
 
@@ -250,7 +251,9 @@ func TestLab(t *testing.T) {
 
 	t.Run("killed agent is unreachable, resumes and applies once", func(t *testing.T) {
 		h := e.l.Host("compute-0")
-		h.Agent.Kill()
+		if err := e.l.KillAgent(e.ctx, h); err != nil {
+			t.Fatal(err)
+		}
 		killed := time.Now()
 		poll.Until(t, 20*time.Second, "compute-0 Reachable=False", func() error {
 			if c := cond(e.host("compute-0"), api.ConditionReachable); c.Status != api.ConditionFalse {
@@ -264,7 +267,7 @@ func TestLab(t *testing.T) {
 		}
 		// New intent while the agent is down; it must be applied after restart.
 		e.apply(labManifest(e.n, 9000, map[string]int{"compute-0": 41}))
-		if err := e.l.StartAgent(h); err != nil {
+		if err := e.l.StartAgent(e.ctx, h); err != nil {
 			t.Fatal(err)
 		}
 		e.waitReady(60 * time.Second)
@@ -280,7 +283,9 @@ func TestLab(t *testing.T) {
 		}
 		e.apply(labManifest(e.n, 8000, map[string]int{"compute-0": 41}))
 		c := e.l.Coordinator(leader)
-		c.Proc.Kill()
+		if err := c.Kill(e.ctx); err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("killed leader %s right after apply", leader)
 		e.waitReady(90 * time.Second)
 		for _, h := range e.l.Hosts() {
@@ -333,14 +338,12 @@ const labOVS = `  ovs:
 // testLabOVS applies the lab site with OVS and checks the bridges exist in every
 // host's own ovs-vswitchd, then that a deleted port comes back (drift repair).
 func testLabOVS(t *testing.T, e *labEnv) {
-	if err := lab.OVSAvailable(); err != nil {
-		t.Skipf("Open vSwitch: %v", err)
-	}
 	e.apply(strings.Replace(labManifest(e.n, 8000, map[string]int{"compute-0": 41}), "  networks:\n", labOVS+"  networks:\n", 1))
 	e.waitReady(90 * time.Second)
+	// Each data host's own ovs-vswitchd: the openvswitch-switch package's units.
 	vsctl := func(h *lab.Host, args ...string) (string, error) {
-		out, err := exec.CommandContext(e.ctx, "ovs-vsctl", append([]string{"--db=unix:" + filepath.Join(lab.OVSRunDir(h), "db.sock")}, args...)...).CombinedOutput()
-		return strings.TrimSpace(string(out)), err
+		out, err := e.l.Exec(e.ctx, h, "ovs-vsctl", args...)
+		return strings.TrimSpace(out), err
 	}
 	for _, h := range e.l.Hosts() {
 		if out, err := vsctl(h, "list-ports", "br-data"); err != nil || out != "data0p\nvlan100" {
@@ -381,43 +384,21 @@ const labCeph = `  ceph:
     - {name: kube-rbd, quota: {maxBytes: 10Gi}}
 `
 
-// testLabCeph gives controller-0 an agent built with Ceph support and a real
-// cluster in its namespace (the e2e binaries are built without -tags ceph, so the
-// lab started it with --ceph-skip), applies the site with Ceph, and checks the
-// pools and users on the cluster and that keys reach the coordinators only sealed.
+// testLabCeph applies the site with Ceph against the one-node cluster the lab runs
+// on controller-0 with the Debian packages' units, and checks the pools and users on
+// the cluster and that keys reach the coordinators only sealed.
 func testLabCeph(t *testing.T, e *labEnv) {
-	if err := cephtest.Available(); err != nil {
-		t.Skipf("Ceph: %v", err)
-	}
-	agentBin := filepath.Join(binDir, "plinth-agent")
-	build := exec.CommandContext(e.ctx, "go", "build", "-tags", "ceph,pacific", "-o", agentBin+".ceph", "./cmd/agent")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Skipf("cannot build an agent with Ceph support (make deps installs librados-dev, librbd-dev): %v\n%s", err, out)
-	}
-	if err := os.Rename(agentBin+".ceph", agentBin); err != nil {
-		t.Fatal(err)
-	}
 	h := e.l.Host(lab.CephHost)
-	began := time.Now()
-	if err := e.l.EnableCeph(e.ctx, h); err != nil {
-		t.Fatal(err)
-	}
-	h.Agent.Kill()
-	if err := e.l.StartAgent(h); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("Ceph cluster in %s's namespace and its agent restarted in %s", h.Name, time.Since(began).Round(100*time.Millisecond))
 	e.apply(strings.Replace(labManifest(e.n, 8000, map[string]int{"compute-0": 41}), "  networks:\n", labCeph+"  networks:\n", 1))
 	e.waitReady(90 * time.Second)
 
 	ceph := func(args ...string) []byte {
 		t.Helper()
-		out, err := exec.CommandContext(e.ctx, "ip", append([]string{"netns", "exec", h.NS, "ceph", "--conf", e.l.CephConfig(), "-f", "json"}, args...)...).Output()
+		out, err := e.l.Exec(e.ctx, h, "ceph", append([]string{"-f", "json"}, args...)...)
 		if err != nil {
 			t.Fatalf("ceph %v: %v", args, err)
 		}
-		return out
+		return []byte(out)
 	}
 	var pools []struct {
 		Name       string                     `json:"pool_name"`

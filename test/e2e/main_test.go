@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
@@ -176,4 +177,40 @@ func oneCoordinator(t *testing.T, ctx context.Context, yaml string) (*lab.Lab, *
 		}
 	}
 	return l, c0, admin
+}
+
+// bundleCache is where the lab tests unpack the site bundle (once per version).
+var bundleCache = filepath.Join(os.TempDir(), "plinth-e2e-bundle")
+
+// siteBundle is the site bundle the booted-host tests install from: $PLINTH_BUNDLE,
+// else the newest dist/plinth-bundle-*.tar (make test builds it first).
+func siteBundle(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("PLINTH_BUNDLE"); b != "" {
+		return b
+	}
+	matches, _ := filepath.Glob("../../dist/plinth-bundle-*.tar")
+	var newest string
+	var at time.Time
+	for _, m := range matches {
+		if st, err := os.Stat(m); err == nil && st.ModTime().After(at) {
+			newest, at = m, st.ModTime()
+		}
+	}
+	if newest == "" {
+		t.Skip("no site bundle: run `make bundle` (make test does) or set PLINTH_BUNDLE")
+	}
+	abs, err := filepath.Abs(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// testLog writes progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
