@@ -1,6 +1,8 @@
 package nspawn
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,5 +34,38 @@ func TestHostRunsContainerThroughRuncWrapper(t *testing.T) {
 		"--rootfs", "/var/lib/containerd/plinth-test/rootfs", "plinth-test", "/hello")
 	if !strings.Contains(out, "hello from a container c1") {
 		t.Errorf("container output %q", out)
+	}
+
+	// the clamp itself: a bundle asking for a negative oom_score_adj, as kubelet's do
+	bundle := filepath.Dir(rootfs)
+	run(t, h, "sh", "-c", "cd /var/lib/containerd/plinth-test && runc spec")
+	cfgPath := filepath.Join(bundle, "config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"], proc["oomScoreAdj"] = false, []string{"/hello"}, -500
+	if b, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.Exec(context.Background(), nil, "runc", "run", "--bundle", "/var/lib/containerd/plinth-test", "plinth-plain"); err != nil {
+		t.Logf("plain runc with oomScoreAdj -500 (expected to fail here): %v", err)
+	} else {
+		t.Logf("plain runc with oomScoreAdj -500 ran: %s", out)
+	}
+	out = run(t, h, RuncWrapperPath, "run", "--bundle", "/var/lib/containerd/plinth-test", "plinth-wrapped")
+	if !strings.Contains(out, "hello from a container") {
+		t.Errorf("wrapped runc output %q", out)
+	}
+	if b, _ := os.ReadFile(cfgPath); !strings.Contains(string(b), `"oomScoreAdj":0`) {
+		t.Errorf("config not clamped: %s", b)
 	}
 }

@@ -13,4 +13,14 @@
 // cache dir and the cgroup subtrees it creates: the profile's sysctl values are
 // shown to a host through bind-mounted files, never written to the machine.
 // Network namespaces and links are the caller's (helpers in netns.go).
+//
+// A host's machine dir holds host.json (the record Load reads), upper/ and work/
+// (the overlayfs over the read-only cached rootfs: the host's disk, kept across
+// Poweroff and Start), root/ (where the overlay is mounted while the host runs),
+// dirs/ (plain directories bind-mounted at DefaultPlainDirs, e.g.
+// /var/lib/containerd, whose overlayfs snapshotter cannot work on an overlayfs)
+// and console.log. Its cgroups are <hierarchy>/<our own cgroup>/<group>/<name>
+// in every hierarchy; systemd-nspawn joins them before it starts, so the host's
+// cgroup namespace root is its own subtree and a power loss can find every
+// process of it.
 package nspawn

@@ -636,7 +636,11 @@ func (h *Host) powerLossLocked() {
 	if freezer != "" {
 		_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("FROZEN"), 0o644)
 	}
+	pidNS := ""
 	if h.runningLocked() {
+		if leader, err := h.leaderLocked(); err == nil {
+			pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", leader))
+		}
 		_ = unix.Kill(h.rec.PID, unix.SIGKILL)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -648,11 +652,32 @@ func (h *Host) powerLossLocked() {
 		if freezer != "" {
 			_ = os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("THAWED"), 0o644)
 		}
-		if (len(pids) == 0 && !h.runningLocked()) || time.Now().After(deadline) {
+		// processes leave their cgroups before they are gone: wait for the pid
+		// namespace to empty too
+		if (len(pids) == 0 && !h.runningLocked() && len(pidsInNamespace(pidNS)) == 0) || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pidsInNamespace lists the processes in pid namespace ns (a /proc/PID/ns/pid link).
+func pidsInNamespace(ns string) []int {
+	if ns == "" {
+		return nil
+	}
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l == ns {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // waitExitLocked waits up to d for systemd-nspawn to exit.

@@ -102,20 +102,7 @@ func pidNSProcs(t *testing.T, pid int) []int {
 	return pidsInNS(ns)
 }
 
-func pidsInNS(ns string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var p int
-		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
-			continue
-		}
-		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l == ns {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func pidsInNS(ns string) []int { return pidsInNamespace(ns) }
 
 func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	needRoot(t)
@@ -177,12 +164,13 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	}
 	for _, h := range []*Host{h1, h2} {
 		if mem, err := h.MemoryUsage(); err == nil {
-			t.Logf("FIGURE host %s idle memory cgroup usage: %.1f MiB", h.Name(), float64(mem)/(1<<20))
+			t.Logf("FIGURE host %s idle memory cgroup usage: %.1f MiB (page cache included); %s", h.Name(), float64(mem)/(1<<20), memStat(h))
 		}
 	}
 
 	// poweroff and start again: the disk (upper dir and plain dirs) is kept
 	run(t, h1, "sh", "-c", "echo kept > /root/marker && echo kept > /var/lib/containerd/marker && sync")
+	ns0 := mustNS(t, leader)
 	begin := time.Now()
 	if err := h1.Poweroff(ctx); err != nil {
 		t.Fatal(err)
@@ -194,7 +182,7 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	if mps, _ := mountPoints(h1.Config().MachineDir); len(mps) != 0 {
 		t.Errorf("mounted after poweroff: %v", mps)
 	}
-	if len(pidsInNS(mustNS(t, leader))) != 0 {
+	if len(pidsInNS(ns0)) != 0 {
 		t.Error("h1 processes left after poweroff")
 	}
 	begin = time.Now()
@@ -234,6 +222,7 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	if got, err := loaded.Exec(ctx, strings.NewReader("from stdin"), "cat"); err != nil || string(got) != "from stdin" {
 		t.Errorf("exec through the record: %q %v", got, err)
 	}
+	leader, _ = loaded.Leader()
 	ns1 := mustNS(t, leader)
 	begin = time.Now()
 	if err := loaded.Remove(ctx); err != nil {
@@ -255,7 +244,7 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	diff := machinestate.Diff(before, after, machinestate.Ignore{
 		// other work on this machine: only what is ours counts
 		Proc: func(p machinestate.Proc) bool {
-			return p.PidNS != ns1 && p.PidNS != ns2 && !strings.Contains(p.Cmdline, l.dir) && !strings.Contains(p.Cmdline, l.prefix)
+			return p.PidNS != ns0 && p.PidNS != ns1 && p.PidNS != ns2 && !strings.Contains(p.Cmdline, l.dir) && !strings.Contains(p.Cmdline, l.prefix)
 		},
 		Cgroup: func(dir string) bool {
 			return strings.HasPrefix(dir, "/sys/fs/cgroup/memory/process_api/") && !strings.HasPrefix(dir+"/", "/sys/fs/cgroup/memory"+ownMem+"/")
@@ -285,4 +274,24 @@ func ownCgroup(t *testing.T, ctrl string) string {
 		}
 	}
 	return "/"
+}
+
+// memStat is the anonymous and page cache memory of a host's memory cgroup.
+func memStat(h *Host) string {
+	for _, d := range h.Cgroups() {
+		if !strings.HasPrefix(d, "/sys/fs/cgroup/memory/") {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(d, "memory.stat"))
+		vals := map[string]float64{}
+		for _, line := range strings.Split(string(b), "\n") {
+			var k string
+			var v float64
+			if _, err := fmt.Sscan(line, &k, &v); err == nil {
+				vals[k] = v
+			}
+		}
+		return fmt.Sprintf("rss %.1f MiB, cache %.1f MiB", vals["total_rss"]/(1<<20), vals["total_cache"]/(1<<20))
+	}
+	return ""
 }

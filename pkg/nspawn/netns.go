@@ -37,7 +37,11 @@ func DeleteLink(ctx context.Context, name string) error {
 	if !linkExists(ctx, name) {
 		return nil
 	}
-	return ipSeq(ctx, "delete link "+name, []string{"link", "del", name})
+	err := ipSeq(ctx, "delete link "+name, []string{"link", "del", name})
+	if err != nil && !linkExists(ctx, name) {
+		return nil // a veth whose peer's namespace was just deleted goes by itself
+	}
+	return err
 }
 
 // CreateNetNS makes the namespace with eth0 on the bridge. An existing namespace

@@ -32,7 +32,7 @@ type Profile struct {
 	Name string
 	// Files are copied into the rootfs (paths relative to the FS root). Files
 	// under usr/local/sbin and usr/local/bin are made executable.
-	Files fs.FS
+	Files fs.FS `json:"-"`
 	// Enable links units of Files into <target>.wants: unit -> target.
 	Enable map[string]string
 	// Mask are units masked in the rootfs (linked to /dev/null), whether or not a
