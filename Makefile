@@ -12,7 +12,7 @@ TAGS ?= ceph,pacific
 RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
 LAB_DIR ?= /var/tmp/plinth-lab
 
-.PHONY: help build deps k8s-bins test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
+.PHONY: help build deps k8s-bins packages test-packages test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -27,6 +27,16 @@ deps: ## install the host packages tests need (idempotent)
 
 k8s-bins: ## build and cache kubeadm, kube-apiserver, kube-controller-manager, kubectl for the tests (scripts/build-k8s.sh)
 	./scripts/build-k8s.sh
+
+# Debian version of the packages: VERSION=... given to make is used as is (it must be
+# a Debian version, e.g. 1.2.3); otherwise packaging/ derives it from git describe.
+PKG_VERSION_FLAG := $(if $(filter command line environment,$(origin VERSION)),-version "$(VERSION)")
+
+packages: build ## dist/plinth-agent_<v>_amd64.deb and dist/plinth-coordinator_<v>_amd64.deb (nfpm, packaging/)
+	$(GO) -C packaging run . -repo "$(CURDIR)" -bin "$(abspath $(BIN))" -out "$(CURDIR)/dist" $(PKG_VERSION_FLAG)
+
+test-packages: ## packaging/'s tests: build both packages, lintian, dpkg install/upgrade/purge in a scratch root
+	$(GO) -C packaging test -count=1 -timeout 15m ./...
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...

@@ -35,6 +35,9 @@ command -v unshare >/dev/null || need+=(util-linux)
 # Booted lab hosts (pkg/nspawn): systemd-nspawn and debootstrap for the cached rootfs.
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# Debian packages (make packages, packaging/'s tests): strip for the binaries, lintian.
+command -v strip >/dev/null || need+=(binutils)
+command -v lintian >/dev/null || need+=(lintian)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing ${need[*]}; run as root or install them" >&2

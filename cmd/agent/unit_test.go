@@ -24,7 +24,7 @@ func TestUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const exec0 = "ExecStart=/usr/local/bin/plinth-agent run"
+	const exec0 = "ExecStart=/usr/bin/plinth-agent run"
 	if !strings.Contains(string(src), exec0) {
 		t.Fatalf("unit no longer contains %q; update this test", exec0)
 	}

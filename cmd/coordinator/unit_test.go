@@ -23,7 +23,7 @@ func TestUnitVerifies(t *testing.T) {
 		t.Fatal("unit must be Type=notify with a watchdog")
 	}
 	self, _ := os.Executable()
-	text := strings.Replace(string(unit), "/usr/local/bin/plinth-coordinator", self, 1)
+	text := strings.Replace(string(unit), "/usr/bin/plinth-coordinator", self, 1)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "plinth-coordinator.service")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
