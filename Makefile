@@ -35,7 +35,7 @@ PKG_VERSION_FLAG := $(if $(filter command line environment,$(origin VERSION)),-v
 packages: build ## dist/plinth-agent_<v>_amd64.deb and dist/plinth-coordinator_<v>_amd64.deb (nfpm, packaging/)
 	$(GO) -C packaging run . -repo "$(CURDIR)" -bin "$(abspath $(BIN))" -out "$(CURDIR)/dist" $(PKG_VERSION_FLAG)
 
-test-packages: ## packaging/'s tests: build both packages, lintian, dpkg install/upgrade/purge in a scratch root
+test-packages: build ## packaging/'s tests: build both packages from bin/, lintian, dpkg install/upgrade/purge in a scratch root
 	$(GO) -C packaging test -count=1 -timeout 15m ./...
 
 vet:

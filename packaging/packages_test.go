@@ -69,7 +69,10 @@ func TestShlibsMatchDpkgShlibdeps(t *testing.T) {
 		t.Skip("bin/ has no built binaries (run make build): nothing real to compare")
 	}
 	for _, p := range packages {
-		bin := filepath.Join(bins, p.Binary)
+		bin, err := filepath.Abs(filepath.Join(bins, p.Binary))
+		if err != nil {
+			t.Fatal(err)
+		}
 		ours, err := shlibDepends(bin)
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +89,7 @@ func TestShlibsMatchDpkgShlibdeps(t *testing.T) {
 		cmd.Dir = dir
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("dpkg-shlibdeps %s: %v", bin, err)
+			t.Fatalf("dpkg-shlibdeps %s: %v\n%s", bin, err, stderr(err))
 		}
 		theirs := strings.Split(strings.TrimPrefix(strings.TrimSpace(string(out)), "shlibs:Depends="), ", ")
 		slices.Sort(theirs)
@@ -316,6 +319,13 @@ func checkContents(t *testing.T, p pkg, deb, version string) {
 	if _, err := os.Stat(filepath.Join(ctl, "preinst")); err == nil {
 		t.Errorf("%s: has a preinst; none is expected", p.Name)
 	}
+}
+
+func stderr(err error) []byte {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.Stderr
+	}
+	return nil
 }
 
 func lastLines(b []byte, n int) string {
