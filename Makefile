@@ -12,7 +12,7 @@ TAGS ?= ceph,pacific
 RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
 LAB_DIR ?= /var/tmp/plinth-lab
 
-.PHONY: help build deps k8s-bins packages test-packages test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
+.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ packages: build ## dist/plinth-agent_<v>_amd64.deb and dist/plinth-coordinator_<
 
 test-packages: build ## packaging/'s tests: build both packages from bin/, lintian, dpkg install/upgrade/purge in a scratch root
 	$(GO) -C packaging test -count=1 -timeout 15m ./...
+
+bundle: packages ## the offline site bundle dist/plinth-bundle-<version>.tar (scripts/build-bundle.sh; cold: minutes, warm: seconds)
+	./scripts/build-bundle.sh
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...

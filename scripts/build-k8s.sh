@@ -2,15 +2,21 @@
 # Builds the Kubernetes binaries Plinth's tests run (kubeadm, kube-apiserver,
 # kube-controller-manager, kubectl) from the Go module proxy, and caches them by version
 # under ${PLINTH_CACHE:-$HOME/.cache/plinth}/k8s/VERSION. Builds only what is missing.
+# --all also builds kubelet, kube-scheduler and kube-proxy (the site bundle's full set,
+# scripts/build-bundle.sh) into the same directory.
 #
 # Why a scratch module: k8s.io/kubernetes needs a replace line per staging repo, which
-# must never enter Plinth's go.mod. Usage: scripts/build-k8s.sh [VERSION] (default v1.37.2).
-# Prints the cache directory on its last line.
+# must never enter Plinth's go.mod. Usage: scripts/build-k8s.sh [--all] [VERSION]
+# (default v1.37.2). Prints the cache directory on its last line.
 set -euo pipefail
+CMDS="kubeadm kube-apiserver kube-controller-manager kubectl"
+if [ "${1:-}" = "--all" ]; then
+  CMDS="$CMDS kube-scheduler kubelet kube-proxy"
+  shift
+fi
 KV=${1:-${PLINTH_K8S_VERSION:-v1.37.2}}
 CACHE=${PLINTH_CACHE:-$HOME/.cache/plinth}
 OUT=$CACHE/k8s/$KV
-CMDS="kubeadm kube-apiserver kube-controller-manager kubectl"
 
 missing=()
 for c in $CMDS; do [ -x "$OUT/$c" ] || missing+=("$c"); done
