@@ -341,11 +341,15 @@ func TestPinsMatchAPIDefaults(t *testing.T) {
 	}
 }
 
-// TestBuiltBundle checks the bundle `make bundle` wrote, if PLINTH_BUNDLE names it.
+// TestBuiltBundle checks the bundle `make bundle` wrote, if PLINTH_BUNDLE names it
+// (a path relative to the repository, or absolute).
 func TestBuiltBundle(t *testing.T) {
 	p := os.Getenv("PLINTH_BUNDLE")
 	if p == "" {
 		t.Skip("PLINTH_BUNDLE is not set (e.g. PLINTH_BUNDLE=dist/plinth-bundle-<version>.tar)")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join("..", "..", p) // relative to the repository, where make bundle writes it
 	}
 	m, err := VerifyArchive(p)
 	if err != nil {
