@@ -78,18 +78,22 @@ type Status struct {
 	OSDsUp       int
 	OSDsIn       int
 	MgrAvailable bool
+	// PGs is the number of placement groups, PGsActiveClean those active+clean.
+	PGs, PGsActiveClean int
 }
 
 // Healthy is what a one-node lab cluster is once ready: HEALTH_OK with its OSD
-// up and in and a manager available. HEALTH_WARN is not accepted: the
-// configuration turns off the warnings a one-node cluster would otherwise always
-// have (pool without redundancy, little free space on the lab's disk).
+// up and in, a manager available and every placement group active+clean.
+// HEALTH_WARN is not accepted: the configuration turns off the warnings a
+// one-node cluster would otherwise always have (pool without redundancy, little
+// free space on the lab's disk). The PGs count because just after a restart the
+// monitor still says HEALTH_OK while no PG has been reported yet ("unknown").
 func (s Status) Healthy() bool {
-	return s.Health == "HEALTH_OK" && s.OSDsUp == 1 && s.OSDsIn == 1 && s.MgrAvailable
+	return s.Health == "HEALTH_OK" && s.OSDsUp == 1 && s.OSDsIn == 1 && s.MgrAvailable && s.PGs == s.PGsActiveClean
 }
 
 func (s Status) String() string {
-	str := fmt.Sprintf("%s, %d osd up, %d in, mgr available %v", s.Health, s.OSDsUp, s.OSDsIn, s.MgrAvailable)
+	str := fmt.Sprintf("%s, %d osd up, %d in, mgr available %v, %d/%d pgs active+clean", s.Health, s.OSDsUp, s.OSDsIn, s.MgrAvailable, s.PGsActiveClean, s.PGs)
 	if len(s.Checks) > 0 {
 		str += " (" + strings.Join(s.Checks, "; ") + ")"
 	}
@@ -119,11 +123,23 @@ func parseStatus(out []byte) (Status, error) {
 		MgrMap struct {
 			Available bool `json:"available"`
 		} `json:"mgrmap"`
+		PGMap struct {
+			NumPGs     int `json:"num_pgs"`
+			PGsByState []struct {
+				State string `json:"state_name"`
+				Count int    `json:"count"`
+			} `json:"pgs_by_state"`
+		} `json:"pgmap"`
 	}
 	if err := json.Unmarshal(out, &s); err != nil {
 		return Status{}, fmt.Errorf("labceph: ceph status -f json: %w", err)
 	}
-	st := Status{Health: s.Health.Status, MgrAvailable: s.MgrMap.Available}
+	st := Status{Health: s.Health.Status, MgrAvailable: s.MgrMap.Available, PGs: s.PGMap.NumPGs}
+	for _, p := range s.PGMap.PGsByState {
+		if p.State == "active+clean" {
+			st.PGsActiveClean = p.Count
+		}
+	}
 	for name, c := range s.Health.Checks {
 		st.Checks = append(st.Checks, name+": "+c.Summary.Message)
 	}

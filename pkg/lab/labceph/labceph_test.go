@@ -17,10 +17,15 @@ import (
 
 func TestParseStatus(t *testing.T) {
 	// trimmed from `ceph status -f json` of a lab host (Pacific 16.2.15)
-	ok := `{"health": {"status": "HEALTH_OK", "checks": {}, "mutes": []}, "osdmap": {"epoch": 18, "num_osds": 1, "num_up_osds": 1, "num_in_osds": 1}, "mgrmap": {"available": true}}`
+	ok := `{"health": {"status": "HEALTH_OK", "checks": {}, "mutes": []}, "osdmap": {"epoch": 18, "num_osds": 1, "num_up_osds": 1, "num_in_osds": 1}, "mgrmap": {"available": true}, "pgmap": {"pgs_by_state": [{"state_name": "active+clean", "count": 9}], "num_pgs": 9}}`
 	st, err := parseStatus([]byte(ok))
 	if err != nil || !st.Healthy() {
 		t.Fatalf("healthy status read as %v, %v", st, err)
+	}
+	// just after a restart: the monitor says HEALTH_OK, no PG reported yet
+	restarted := `{"health": {"status": "HEALTH_OK", "checks": {}}, "osdmap": {"num_up_osds": 1, "num_in_osds": 1}, "mgrmap": {"available": true}, "pgmap": {"pgs_by_state": [{"state_name": "unknown", "count": 9}], "num_pgs": 9}}`
+	if st, err := parseStatus([]byte(restarted)); err != nil || st.Healthy() {
+		t.Errorf("unknown PGs read as healthy: %v, %v", st, err)
 	}
 	warn := `{"health": {"status": "HEALTH_WARN", "checks": {"PG_AVAILABILITY": {"severity": "HEALTH_WARN", "summary": {"message": "Reduced data availability: 9 pgs inactive", "count": 9}}}}, "osdmap": {"osdmap": {"num_up_osds": 1, "num_in_osds": 1}}, "mgrmap": {"available": true}}`
 	st, err = parseStatus([]byte(warn))
@@ -134,6 +139,10 @@ func TestBootedHostRunsPackagedOVSAndCeph(t *testing.T) {
 	}
 	if got := run("ovs-vsctl", "get", "interface", "br0", "ofport"); got != "65534" {
 		t.Errorf("br0's local port: ofport %q, want 65534 (ovs-vswitchd did not create the bridge)", got)
+	}
+
+	if mem, err := h.MemoryUsage(); err == nil {
+		t.Logf("FIGURE host memory cgroup usage before Ceph (OVS running): %.1f MiB", float64(mem)/(1<<20))
 	}
 
 	// Ceph: bootstrap, then again (no change), then a pool with an object
