@@ -11,16 +11,19 @@ TAGS ?= ceph,pacific
 # Packages whose tests CI runs with the race detector.
 RACE_PKGS := ./pkg/consensus/... ./pkg/plan/... ./pkg/state/...
 LAB_DIR ?= /var/tmp/plinth-lab
+# The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
+BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
 .PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## build bin/plinth-coordinator, bin/plinth-agent and bin/plinth-lab
+build: ## build bin/plinth-coordinator, bin/plinth-agent, bin/plinth-lab and the lab's bin/runc-lab
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-coordinator ./cmd/coordinator
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-agent ./cmd/agent
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-lab ./cmd/lab
+	$(GO) build -o $(BIN)/runc-lab ./cmd/runc-lab
 
 deps: ## install the host packages tests need (idempotent)
 	./scripts/install-deps.sh
@@ -50,18 +53,18 @@ test-race: ## consensus, planner and FSM tests with -race
 test-unit: ## every other package's tests (real netlink, memberlist, TLS...)
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 15m $$($(GO) list -tags "$(TAGS)" ./... | grep -v -E '/pkg/(consensus|plan|state)$$|/test/e2e$$')
 
-test-e2e: ## multi-process tests: coordinator clusters and (as root) the lab
-	$(GO) test -tags "$(TAGS)" -count=1 -timeout 20m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+test-e2e: bundle ## multi-process tests: coordinator clusters and (as root) the lab on booted hosts
+	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
 
 fuzz: ## fuzz the manifest decoder briefly
 	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./pkg/api/
 
-test: deps k8s-bins vet test-race test-unit test-e2e fuzz ## the full default suite (what CI runs)
+test: deps k8s-bins vet test-race test-unit test-packages test-e2e fuzz ## the full default suite (what CI runs)
 
-demo: build ## run the lab: coordinators + agent hosts in network namespaces, until the site is Ready
-	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN)
+demo: bundle ## run the lab: booted hosts installed from the site bundle, until the site is Ready
+	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN) --bundle $(BUNDLE)
 
-demo-down: ## remove every namespace, process and file the demo made
+demo-down: ## remove every host, namespace, mount, cgroup, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
 
 bench: bench-consensus bench-network bench-ovs bench-ceph bench-lab ## all benchmarks (figures, not assertions)

@@ -6,6 +6,8 @@
 # the same arguments changes nothing and says so. `install.sh --help` for usage.
 set -euo pipefail
 umask 022
+# Every expected failure says what to do (die); anything else still says where it was.
+trap 'echo "install: error: unexpected failure at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 BUNDLE_ROOT=${PLINTH_BUNDLE_ROOT:-/opt/plinth/bundle}
 AGENT_STATE=/var/lib/plinth
@@ -188,8 +190,8 @@ if ! (cd "$src" && sha256sum --quiet --strict -c SHA256SUMS) >"$work/sums" 2>&1;
 fi
 version=$(sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$src/manifest.json" | head -1)
 [[ $version =~ ^[0-9A-Za-z][0-9A-Za-z.+~_-]*$ ]] || die "bundle manifest.json has no valid \"version\""
-agent_deb=$(ls "$src"/debs/plinth-agent_*.deb 2>/dev/null | head -1)
-coord_deb=$(ls "$src"/debs/plinth-coordinator_*.deb 2>/dev/null | head -1)
+agent_deb=$(ls "$src"/debs/plinth-agent_*.deb 2>/dev/null | head -1 || true)
+coord_deb=$(ls "$src"/debs/plinth-coordinator_*.deb 2>/dev/null | head -1 || true)
 [ -n "$agent_deb" ] && [ -n "$coord_deb" ] || die "bundle $version has no plinth-agent and plinth-coordinator packages in debs/"
 
 want_agent=1 want_coord=0
@@ -225,9 +227,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # What is already done (a re-run), and what would clash with what we start.
-installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p'; }
+installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p' || true; }
 deb_version() { dpkg-deb -f "$1" Version; }
-port_user() { ss -Htlnp "sport = :$1" 2>/dev/null | grep -v plinth- | head -1; }
+port_user() { ss -Htlnp "sport = :$1" 2>/dev/null | grep -v plinth- | head -1 || true; }
 coord_enrolled=0 agent_enrolled=0
 [ -f "$COORD_DATA/coordinator.json" ] && coord_enrolled=1
 [ -f "$AGENT_IDENTITY" ] && agent_enrolled=1

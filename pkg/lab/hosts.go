@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -261,4 +262,33 @@ func (l *Lab) waitUnit(ctx context.Context, h *Host, unit string, timeout time.D
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// UnitPID is the main process of unit inside h, as a PID on this machine (for
+// measuring it from outside): systemd's MainPID is in the host's PID namespace.
+func (l *Lab) UnitPID(ctx context.Context, h *Host, unit string) (int, error) {
+	out, err := l.Systemctl(ctx, h, "show", "--property=MainPID", "--value", unit)
+	if err != nil {
+		return 0, err
+	}
+	inner, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || inner == 0 {
+		return 0, fmt.Errorf("lab: %s on %s has no main process (%q)", unit, h.Name, strings.TrimSpace(out))
+	}
+	pids, err := h.Machine.Pids()
+	if err != nil {
+		return 0, err
+	}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(strings.TrimPrefix(line, "NSpid:")); strings.HasPrefix(line, "NSpid:") && len(f) > 1 && f[len(f)-1] == strconv.Itoa(inner) {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("lab: %s on %s: pid %d not found among the host's processes", unit, h.Name, inner)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/lab/labceph"
 	"github.com/plinth-dev/plinth/pkg/nspawn"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
@@ -132,6 +133,18 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 			return err
 		}
 		say("host %-13s booted (systemd running) in %.1fs, eth0 %s", hs.Name, time.Since(began).Seconds(), cidr)
+		if hs.Name == CephHost {
+			// What a real storage host has before Plinth arrives: a Ceph cluster.
+			began = time.Now()
+			h := l.Host(hs.Name)
+			bctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			_, err := labceph.Bootstrap(bctx, h.Machine.Exec, h.IP, h.Name)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("lab: %w", err)
+			}
+			say("host %-13s one-node Ceph cluster (ceph-mon@, ceph-mgr@, ceph-osd@0 units) healthy in %.1fs", hs.Name, time.Since(began).Seconds())
+		}
 	}
 	var first *Host
 	var joinAddrs []string
