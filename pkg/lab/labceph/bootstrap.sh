@@ -123,7 +123,7 @@ unit "ceph-mgr@$ID"
 #    it is removed, from the cluster too, and made again.
 if [ ! -e "$OSD/ready" ]; then
   systemctl -q disable --now ceph-osd@0 2>/dev/null || true
-  if cli osd ls | grep -qx 0; then
+  if cli osd ls | grep -x 0 >/dev/null; then # (not -q: an early exit would fail the pipe)
     cli osd purge 0 --yes-i-really-mean-it
   fi
   rm -rf "$OSD"
