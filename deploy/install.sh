@@ -165,12 +165,15 @@ undo() {
 	pkg:*) dpkg --purge "${1#pkg:}" >/dev/null 2>&1 || true ;;
 	dir:*) rm -rf "${1#dir:}" ;;
 	link:*) rm -f "${1#link:}" ;;
+	relink:*) ln -sfn "${1#relink:}" "$BUNDLE_ROOT/current" ;;
 	file:*) rm -f "${1#file:}" ;;
 	unit:*) systemctl disable --now "${1#unit:}" >/dev/null 2>&1 || true ;;
 	restore:*) f=${1#restore:}; mv -f "$f.plinth-install-old" "$f" 2>/dev/null || true ;;
 	esac
 }
 
+# The bundle root (and /opt/plinth) are this run's to remove again if it made them.
+for d in "${BUNDLE_ROOT%/*}" "$BUNDLE_ROOT"; do [ -e "$d" ] || created+=("dir:$d"); done
 if [ -d "$bundle" ]; then
 	src=$(cd "$bundle" && pwd)
 else
@@ -277,6 +280,8 @@ else
 	changed=1
 fi
 if [ "$(readlink "$BUNDLE_ROOT/current" 2>/dev/null)" != "$version" ]; then
+	old=$(readlink "$BUNDLE_ROOT/current" 2>/dev/null || true)
+	if [ -n "$old" ]; then created+=("relink:$old"); else created+=("link:$BUNDLE_ROOT/current"); fi
 	ln -sfn "$version" "$BUNDLE_ROOT/current.new" && mv -Tf "$BUNDLE_ROOT/current.new" "$BUNDLE_ROOT/current"
 	changed=1
 fi

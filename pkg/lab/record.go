@@ -92,7 +92,7 @@ func DownDir(ctx context.Context, dir string) error {
 			continue
 		}
 		if err == nil {
-			err = m.Remove(ctx)
+			err = removeMachine(ctx, m)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("host %s: %w", h.Name, err))

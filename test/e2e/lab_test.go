@@ -16,6 +16,8 @@ import (
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/nspawn"
+	"github.com/plinth-dev/plinth/pkg/nspawn/machinestate"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
@@ -64,6 +66,8 @@ type labEnv struct {
 	n   int
 	cl  *client.Client
 	dir string
+	// before is the machine before the lab came up.
+	before *machinestate.Snapshot
 }
 
 func (e *labEnv) apply(yaml string) {
@@ -154,6 +158,10 @@ func startLab(t *testing.T) *labEnv {
 		}
 	}
 	bundleFile := siteBundle(t)
+	before, err := machinestate.Take(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	t.Cleanup(cancel)
 	l := newLab(t)
@@ -165,7 +173,7 @@ func startLab(t *testing.T) *labEnv {
 	n := 100 + 3*rand.IntN(40)
 	spec := lab.DefaultSpec("")
 	spec.Subnet = fmt.Sprintf("10.%d.0.0/24", n)
-	e := &labEnv{t: t, ctx: ctx, l: l, n: n, dir: t.TempDir()}
+	e := &labEnv{t: t, ctx: ctx, l: l, n: n, dir: t.TempDir(), before: before}
 	start := time.Now()
 	if err := l.Up(ctx, spec, testLog{t}); err != nil {
 		t.Fatal(err)
@@ -184,6 +192,8 @@ func startLab(t *testing.T) *labEnv {
 func TestLab(t *testing.T) {
 	e := startLab(t)
 
+	t.Run("every host runs systemd with Plinth's units active", func(t *testing.T) { testUnitsActive(t, e) })
+	t.Run("re-running the install script changes nothing", func(t *testing.T) { testInstallRerun(t, e) })
 	t.Run("host.network converged for real", func(t *testing.T) {
 		for _, h := range e.l.Hosts() {
 			mtu, addrs := e.link(h.Name)
@@ -323,6 +333,41 @@ func TestLab(t *testing.T) {
 	t.Run("OVS bridges on every data host", func(t *testing.T) { testLabOVS(t, e) })
 	t.Run("host networking: bridge, macvlan, pools, rules, sysctls, rollback guard", func(t *testing.T) { testLabNetwork(t, e) })
 	t.Run("Ceph pools, users and sealed keys on controller-0's cluster", func(t *testing.T) { testLabCeph(t, e) })
+	t.Run("agent restarted in the middle of a step", func(t *testing.T) { testAgentRestartMidStep(t, e) })
+	t.Run("install script: bad input gives a clear error and installs nothing", func(t *testing.T) { testInstallBadInput(t, e) })
+	t.Run("package upgrade keeps identity and state; purge leaves nothing", func(t *testing.T) { testUpgradeAndPurge(t, e) })
+	t.Run("teardown leaves the machine as it was", func(t *testing.T) { testTeardown(t, e) })
+}
+
+// testTeardown takes the lab down and compares the machine with before it came up:
+// processes, mounts, cgroups, links, namespaces, nftables and the sysctls kubelet
+// and CNI plugins touch.
+func testTeardown(t *testing.T, e *labEnv) {
+	began := time.Now()
+	e.l.Down(e.ctx)
+	t.Logf("lab down in %s", time.Since(began).Round(100*time.Millisecond))
+	after, err := machinestate.Take(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, prefix := e.l.Dir, filepath.Base(e.l.Dir)
+	diff := machinestate.Diff(e.before, after, machinestate.Ignore{
+		// Only what is the lab's: processes of its hosts and anything naming its
+		// directory; other work on the machine comes and goes.
+		Proc: func(p machinestate.Proc) bool {
+			return p.PidNS == selfPidNS() && !strings.Contains(p.Cmdline, dir) && !strings.Contains(p.Cmdline, "systemd-nspawn")
+		},
+		Cgroup: func(c string) bool { return !strings.Contains(c, "/"+nspawn.DefaultCgroupGroup+"/") },
+		Mount:  func(m string) bool { return !strings.Contains(m, dir) && !strings.Contains(m, prefix) },
+	})
+	if len(diff) != 0 {
+		t.Errorf("the machine is not as it was before the lab:\n%s", machinestate.String(diff))
+	}
+}
+
+func selfPidNS() string {
+	l, _ := os.Readlink("/proc/self/ns/pid")
+	return l
 }
 
 // labOVS is the OVS part of the lab site: userspace bridges on every data host.
