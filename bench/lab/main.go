@@ -1,20 +1,26 @@
 // Command lab measures a whole Plinth site on one machine, built with pkg/lab: two
 // controllers and a witness running coordinators plus a compute host, each host a
-// network namespace with a real agent. It measures
+// Debian rootfs booted with systemd-nspawn on which the site bundle's install script
+// installed Plinth (coordinators and agents as systemd units). It measures
 //
+//  0. standing the lab up: the rootfs build (cached; cold with -cold-rootfs), each
+//     host's boot to `systemctl is-system-running` and its install script, and
+//     `plinth-lab up`'s work until every host is enrolled and Reachable;
 //  1. apply -> Site Ready: the first apply of the lab manifest onto enrolled, idle
 //     agents, then re-applies that change one host's data address (one step re-runs);
 //  2. idle cost: RSS and CPU of every agent (and, for context, the leader
-//     coordinator) over a window in which nothing is applied;
-//  3. dead-agent detection: kill -9 of compute-0's agent until the coordinators
-//     record its Reachable condition as False.
+//     coordinator) over a window in which nothing is applied, and each host's memory
+//     (its memory cgroup, page cache included, and the RSS of its processes) after
+//     Ready and after the window;
+//  3. dead-agent detection: compute-0's agent killed with SIGKILL (and kept stopped)
+//     until the coordinators record its Reachable condition as False.
 //
 // It prints figures and asserts nothing: the numbers depend on the machine, and the
 // lab runs the "fast" timing profile (short gossip and raft timers), not the LAN one.
-// Needs root (namespaces, veth pairs, a bridge). Usage (scripts/bench-lab.sh does all
-// of it):
+// Needs root (systemd-nspawn, namespaces, veth pairs, a bridge) and a site bundle.
+// Usage (scripts/bench-lab.sh does all of it):
 //
-//	cd bench && go run ./lab -bin DIR_WITH_plinth-coordinator_AND_plinth-agent
+//	cd bench && go run ./lab -bin DIR_WITH_plinth-coordinator -bundle ../dist/plinth-bundle-V.tar
 package main
 
 import (
@@ -31,7 +37,10 @@ import (
 )
 
 type options struct {
-	bin         string        // directory holding plinth-coordinator and plinth-agent
+	bin         string        // directory holding plinth-coordinator (the CLI)
+	bundle      string        // site bundle archive (or unpacked directory)
+	runcWrapper string        // the lab profile's runc wrapper, or empty
+	coldRootfs  bool          // also time a rootfs build into an empty cache
 	dir         string        // parent of the scratch directory
 	changeRuns  int           // re-apply (one changed address) runs
 	killRuns    int           // dead-agent detection runs
@@ -47,13 +56,16 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "", "directory holding plinth-coordinator and plinth-agent (required)")
+	flag.StringVar(&o.bin, "bin", "", "directory holding plinth-coordinator, the CLI the lab drives the site with (required)")
+	flag.StringVar(&o.bundle, "bundle", "", "site bundle the hosts install from (default: the newest "+defaultBundleGlob+")")
+	flag.StringVar(&o.runcWrapper, "runc-wrapper", "", "the lab profile's runc wrapper (default: BIN/runc-lab when present), as plinth-lab up")
+	flag.BoolVar(&o.coldRootfs, "cold-rootfs", false, "also time a cold rootfs build (debootstrap and apt-get into an empty temporary cache: minutes, needs the Debian mirror)")
 	flag.StringVar(&o.dir, "dir", "", "parent of the scratch directory (default: system temp dir)")
 	flag.IntVar(&o.changeRuns, "change-runs", 5, "re-apply runs, each changing compute-0's data address")
-	flag.IntVar(&o.killRuns, "kill-runs", 5, "kill -9 runs of compute-0's agent")
+	flag.IntVar(&o.killRuns, "kill-runs", 5, "SIGKILL runs of compute-0's agent")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window for agent RSS and CPU")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "quiet time after the last apply before the idle window")
-	flag.DurationVar(&o.readyWait, "ready-timeout", 120*time.Second, "give up waiting for Site Ready after this long")
+	flag.DurationVar(&o.readyWait, "ready-timeout", 180*time.Second, "give up waiting for Site Ready after this long")
 	flag.DurationVar(&o.detectWait, "detect-timeout", 60*time.Second, "give up waiting for Reachable=False after this long")
 	flag.DurationVar(&o.poll, "poll", 100*time.Millisecond, "Reachable poll interval")
 	flag.BoolVar(&o.verbose, "v", false, "print the host x step progress table while waiting for Ready")
@@ -79,15 +91,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, b := range []string{"plinth-coordinator", "plinth-agent"} {
-		if _, err := os.Stat(o.bin + "/" + b); err != nil {
-			fmt.Fprintf(os.Stderr, "lab: -bin %s: %v\n", o.bin, err)
-			os.Exit(2)
-		}
+	if err := resolvePaths(&o); err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(2)
 	}
 	// Interrupts cancel the context; every phase returns and the deferred cleanups take
-	// the lab down. Children also get SIGKILL if this process dies (Pdeathsig), and
-	// scripts/bench-lab.sh runs -cleanup for namespaces and links if it was killed.
+	// the lab down. The booted hosts outlive this process if it is killed:
+	// scripts/bench-lab.sh then runs -cleanup on the lab's record (lab.json).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	start := time.Now()
@@ -114,28 +124,39 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	defer func() {
 		// A fresh context: ctx may be cancelled already, and Down must still run.
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		b.l.Down(dctx)
 		if err != nil && ctx.Err() == nil {
-			printLogTails(b.l.Dir)
+			b.printDiagnostics(dctx) // before Down: it deletes the hosts and their journals
 		}
+		t := time.Now()
+		b.l.Down(dctx)
+		fmt.Printf("lab down in %s\n", time.Since(t).Round(100*time.Millisecond))
 		if o.keep {
 			fmt.Println("scratch directory (kept):", dir)
 			return
 		}
-		os.RemoveAll(dir)
+		if rerr := removeScratch(dir); rerr != nil {
+			fmt.Fprintln(os.Stderr, "lab:", rerr)
+		}
 	}()
 	printSetup(o, b)
-
-	fmt.Println("\n== 1. apply -> Site Ready")
 	res := &results{}
-	if err := b.up(ctx); err != nil {
+
+	fmt.Println("\n== 0. rootfs, boot, install: the lab up to every host enrolled")
+	if res.up, err = b.up(ctx); err != nil {
 		return err
 	}
+
+	fmt.Println("\n== 1. apply -> Site Ready")
 	if res.first, err = b.firstApply(ctx); err != nil {
 		return err
 	}
+	res.upToReady = res.up.reachable + res.first.observed
+	if res.memReady, err = b.memory(); err != nil {
+		return err
+	}
+	printMemory("after the first Ready", res.memReady)
 	for i := range o.changeRuns {
 		r, err := b.changeApply(ctx, i)
 		if err != nil {
@@ -148,8 +169,12 @@ func run(ctx context.Context, o options) (err error) {
 	if res.idle, err = b.idleUsage(ctx); err != nil {
 		return err
 	}
+	if res.memIdle, err = b.memory(); err != nil {
+		return err
+	}
+	printMemory("after the idle window", res.memIdle)
 
-	fmt.Println("\n== 3. dead-agent detection (kill -9 compute-0's agent)")
+	fmt.Println("\n== 3. dead-agent detection (SIGKILL compute-0's agent, unit kept stopped)")
 	for i := range o.killRuns {
 		r, err := b.killRun(ctx, i)
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/state"
 )
 
-// bench is one lab site and what the measurements need to drive it.
+// bench is one lab site of booted hosts and what the measurements need to drive it.
 type bench struct {
 	o      options
 	dir    string
@@ -48,7 +48,9 @@ func newBench(ctx context.Context, o options, dir string) (*bench, error) {
 	}
 	spec := lab.DefaultSpec("") // no manifest: the first apply is measured
 	spec.Subnet = fmt.Sprintf("10.%d.0.0/24", n)
-	b := &bench{o: o, dir: dir, l: lab.New(filepath.Join(dir, "lab"), o.bin, prefix), spec: spec, n: n, prefix: prefix}
+	l := lab.New(filepath.Join(dir, "lab"), o.bin, prefix)
+	l.RuncWrapper = o.runcWrapper
+	b := &bench{o: o, dir: dir, l: l, spec: spec, n: n, prefix: prefix}
 	for _, h := range spec.Hosts {
 		if h.Name == target {
 			b.octet = h.Octet
@@ -175,42 +177,6 @@ func say(format string, args ...any) {
 	fmt.Printf("%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-// up brings the lab up without a manifest and waits until every agent gossips
-// (Reachable=True), so the first apply is timed against idle, enrolled agents.
-func (b *bench) up(ctx context.Context) error {
-	t0 := time.Now()
-	if err := b.l.Up(ctx, b.spec, os.Stdout); err != nil {
-		return fmt.Errorf("lab up: %w", err)
-	}
-	cl, err := b.l.Client()
-	if err != nil {
-		return err
-	}
-	b.cl = cl
-	say("lab up in %s; waiting for every agent to be Reachable", time.Since(t0).Round(100*time.Millisecond))
-	deadline := time.Now().Add(b.o.readyWait)
-	for {
-		var hosts []state.HostRecord
-		_, err := b.cl.Do(ctx, "GET", "/v1/hosts?consistent", nil, &hosts)
-		reach := 0
-		for _, h := range hosts {
-			if h.Reachable == api.ConditionTrue {
-				reach++
-			}
-		}
-		if err == nil && reach == len(b.spec.Hosts) {
-			say("all %d agents Reachable %s after start", reach, time.Since(t0).Round(100*time.Millisecond))
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agents not all Reachable within %s (%d of %d; last error %v)", b.o.readyWait, reach, len(b.spec.Hosts), err)
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
 // applyResult is one timed apply.
 type applyResult struct {
 	label    string
@@ -250,7 +216,7 @@ func (b *bench) timedApply(ctx context.Context, label, yaml string) (applyResult
 		return r, fmt.Errorf("%s: %w %s", label, err, out)
 	}
 	r.cli = time.Since(t0)
-	if _, err := b.l.WaitSiteReady(ctx, b.progress(), b.o.readyWait); err != nil {
+	if err := b.l.WaitSiteReady(ctx, b.progress(), b.o.readyWait); err != nil {
 		return r, fmt.Errorf("%s: %w", label, err)
 	}
 	r.observed = time.Since(t0)
@@ -372,17 +338,31 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
 }
 
-// printLogTails shows the end of every lab log after a failure (before the
-// scratch directory goes).
-func printLogTails(labDir string) {
-	dir := filepath.Join(labDir, "logs")
+// printDiagnostics shows, after a failure, the end of every install log and of each
+// host's Plinth journals.
+func (b *bench) printDiagnostics(ctx context.Context) {
+	dir := filepath.Join(b.l.Dir, "logs")
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > 15 {
-			lines = lines[len(lines)-15:]
-		}
-		fmt.Fprintf(os.Stderr, "==== %s (tail)\n%s\n", e.Name(), strings.Join(lines, "\n"))
+		fmt.Fprintf(os.Stderr, "==== %s (tail)\n%s\n", e.Name(), tailLines(string(data), 15))
 	}
+	for _, h := range b.l.Hosts() {
+		if h.Machine == nil || !h.Machine.Running() {
+			continue
+		}
+		out, err := b.l.Exec(ctx, h, "journalctl", "-u", "plinth-agent", "-u", "plinth-coordinator", "-n", "20", "--no-pager")
+		if err != nil {
+			out += err.Error()
+		}
+		fmt.Fprintf(os.Stderr, "==== %s: journalctl -u plinth-agent -u plinth-coordinator (tail)\n%s\n", h.Name, tailLines(out, 20))
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -36,64 +35,37 @@ func (u procUsage) cpuPercent() float64 {
 	return 100 * float64(u.cpu) / float64(u.wall)
 }
 
-// idleResult is the idle measurement: every agent, the leader coordinator, and how
-// busy the whole machine was meanwhile.
+// idleResult is the idle measurement: every agent, the leader coordinator, every
+// host as a whole, and how busy the whole machine was meanwhile.
 type idleResult struct {
 	agents      []procUsage
 	leader      procUsage
+	hosts       []hostUsage
 	machineBusy float64 // % of all CPUs busy (/proc/stat) over the window
 	cpus        int
 	loadStart   string
 	loadEnd     string
 }
 
+// hostUsage is the CPU of all of one host's processes (its cpuacct cgroup: systemd,
+// journald, containerd, OVS, Ceph, Plinth) over the idle window.
+type hostUsage struct {
+	host string
+	cpu  time.Duration
+	wall time.Duration
+}
+
+func (u hostUsage) cpuPercent() float64 {
+	if u.wall <= 0 {
+		return 0
+	}
+	return 100 * float64(u.cpu) / float64(u.wall)
+}
+
 // watched is one process sampled during the idle window.
 type watched struct {
 	label string
 	pid   int
-}
-
-// resolvePid returns the pid running bin. The lab starts namespaced processes as
-// `ip netns exec NS BIN ...`, which setns()es and then execs BIN in the same process,
-// so the lab's pid is normally BIN itself; if it is not (an ip that forks), the
-// child running BIN is used.
-func resolvePid(pid int, bin string) (int, string, error) {
-	if isBin(pid, bin) {
-		c, _ := readComm(pid)
-		return pid, c, nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, "", err
-	}
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, err := readPPid(child); err == nil && ppid == pid && isBin(child, bin) {
-			c, _ := readComm(child)
-			return child, c, nil
-		}
-	}
-	c, _ := readComm(pid)
-	return 0, "", fmt.Errorf("pid %d is %q, and no child of it runs %s", pid, c, bin)
-}
-
-// isBin reports whether pid's argv[0] (or comm, truncated to 15 bytes) is bin.
-func isBin(pid int, bin string) bool {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
-		argv0, _, _ := strings.Cut(string(b), "\x00")
-		if filepath.Base(argv0) == bin {
-			return true
-		}
-	}
-	c, err := readComm(pid)
-	want := bin
-	if len(want) > 15 {
-		want = want[:15]
-	}
-	return err == nil && c == want
 }
 
 func readComm(pid int) (string, error) {
@@ -114,14 +86,6 @@ func statFields(pid int) ([]string, error) {
 		return nil, fmt.Errorf("/proc/%d/stat: no comm", pid)
 	}
 	return strings.Fields(s[i+1:]), nil
-}
-
-func readPPid(pid int) (int, error) {
-	f, err := statFields(pid)
-	if err != nil || len(f) < 2 {
-		return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
-	}
-	return strconv.Atoi(f[1])
 }
 
 // cpuTime is utime+stime (fields 14 and 15) of the whole process, all threads.
@@ -207,14 +171,12 @@ func loadavg() string {
 func (b *bench) idleUsage(ctx context.Context) (*idleResult, error) {
 	var ws []watched
 	for _, h := range b.l.Hosts() {
-		if h.Agent == nil || !h.Agent.Alive() {
-			return nil, fmt.Errorf("agent %s is not running", h.Name)
-		}
-		pid, comm, err := resolvePid(h.Agent.Pid(), "plinth-agent")
+		pid, err := b.l.UnitPID(ctx, h, "plinth-agent")
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", h.Name, err)
 		}
-		say("agent %-13s pid %d (/proc/%d/comm %q; lab pid %d)", h.Name, pid, pid, comm, h.Agent.Pid())
+		comm, _ := readComm(pid)
+		say("agent %-13s pid %d on the machine (/proc/%d/comm %q)", h.Name, pid, pid, comm)
 		ws = append(ws, watched{"agent " + h.Name, pid})
 	}
 	leader, err := b.l.Leader(ctx)
@@ -222,14 +184,15 @@ func (b *bench) idleUsage(ctx context.Context) (*idleResult, error) {
 		return nil, err
 	}
 	c := b.l.Coordinator(leader)
-	if c == nil || c.Proc == nil || !c.Proc.Alive() {
-		return nil, fmt.Errorf("leader %q is not a running lab coordinator", leader)
+	if c == nil || c.Host == nil {
+		return nil, fmt.Errorf("leader %q is not a coordinator on a lab host", leader)
 	}
-	lpid, comm, err := resolvePid(c.Proc.Pid(), "plinth-coordinator")
+	lpid, err := b.l.UnitPID(ctx, c.Host, "plinth-coordinator")
 	if err != nil {
 		return nil, fmt.Errorf("coordinator %s: %w", leader, err)
 	}
-	say("leader coordinator %s pid %d (/proc/%d/comm %q)", leader, lpid, lpid, comm)
+	comm, _ := readComm(lpid)
+	say("leader coordinator %s pid %d on the machine (/proc/%d/comm %q)", leader, lpid, lpid, comm)
 	ws = append(ws, watched{"coordinator " + leader + " (leader)", lpid})
 
 	say("settling %s, then sampling for %s", b.o.settle, b.o.idle)
@@ -242,6 +205,13 @@ func (b *bench) idleUsage(ctx context.Context) (*idleResult, error) {
 	mb0, mt0, err := machineTicks()
 	if err != nil {
 		return nil, err
+	}
+	hosts := b.l.Hosts()
+	hcpu0 := make([]time.Duration, len(hosts))
+	for i, h := range hosts {
+		if hcpu0[i], err = hostCPU(h); err != nil {
+			return nil, err
+		}
 	}
 	t0 := time.Now()
 	sample := func() error {
@@ -290,6 +260,13 @@ func (b *bench) idleUsage(ctx context.Context) (*idleResult, error) {
 		}
 		us[i].cpu, us[i].wall = cpu1-cpu0[i], wall
 	}
+	for i, h := range hosts {
+		cpu1, err := hostCPU(h)
+		if err != nil {
+			return nil, err
+		}
+		res.hosts = append(res.hosts, hostUsage{host: h.Name, cpu: cpu1 - hcpu0[i], wall: wall})
+	}
 	mb1, mt1, err := machineTicks()
 	if err != nil {
 		return nil, err
@@ -302,6 +279,9 @@ func (b *bench) idleUsage(ctx context.Context) (*idleResult, error) {
 	for _, u := range us {
 		say("%-34s RSS %s -> %s (max %s)  CPU %s in %s = %.2f%%", u.label, mib(u.rssStart), mib(u.rssEnd), mib(u.rssMax),
 			ms(u.cpu), wall.Round(100*time.Millisecond), u.cpuPercent())
+	}
+	for _, u := range res.hosts {
+		say("host %-29s CPU of all its processes %s = %.2f%%", u.host, ms(u.cpu), u.cpuPercent())
 	}
 	return res, nil
 }
