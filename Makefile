@@ -75,7 +75,7 @@ bench-consensus: ## failover time and write throughput vs a 3-member etcd
 bench-ovs: ## OVS-DPDK host config: driver vs the equivalent ovs-vsctl calls
 	$(GO) test -run '^$$' -bench HostConfig -benchtime 10x ./pkg/ovs/
 
-bench-lab: ## lab: apply -> Ready, agent idle RSS/CPU, dead-agent detection
+bench-lab: ## lab on booted hosts: rootfs, boot, install, up -> enrolled, apply -> Ready, idle RSS/CPU, memory per host, dead-agent detection
 	./scripts/bench-lab.sh
 
 bench-ceph: ## Ceph: default OpenStack pools and users, driver vs the ceph/rbd CLI
