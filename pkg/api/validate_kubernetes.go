@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/bundle"
 )
 
 // minKubeMinor is the oldest Kubernetes minor Plinth can bootstrap: kubeadm's v1beta4
@@ -84,15 +86,14 @@ func (v *validator) vip(p, s string, nets []Network, prefixes []netip.Prefix) {
 	v.add(p, "%s is not inside any mgmt or cluster-host network (%s)", vip, strings.Join(candidates, ", "))
 }
 
-// bundleVersionRE is what a bundle version may look like: it names a directory.
-var bundleVersionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~_-]{0,63}$`)
-
 func (v *validator) bundle(p string, b *BundleRef) {
 	switch {
 	case b.Version == "":
 		v.add(p+".version", "is required: the version of the site bundle the install script unpacked (see its manifest.json)")
-	case !bundleVersionRE.MatchString(b.Version) || strings.Contains(b.Version, ".."):
-		v.add(p+".version", "%q is not a valid bundle version (letters, digits and . + ~ _ -, at most 64, e.g. 0.3.0)", clip(b.Version))
+	default:
+		if err := bundle.CheckVersion(b.Version); err != nil {
+			v.add(p+".version", "%s", clip(err.Error()))
+		}
 	}
 	if b.SHA256 != "" && !sha256HexRE.MatchString(b.SHA256) {
 		v.add(p+".sha256", "%q is not a SHA-256 digest: want 64 lowercase hex digits (plinth-bundle show prints it)", clip(b.SHA256))

@@ -36,6 +36,10 @@ func TestValidateKubernetes(t *testing.T) {
 			k.Nodes = []KubernetesNode{{Host: "compute-0", Taints: []string{"nfv:Sometimes"}}}
 		},
 			kube + ".nodes[compute-0].taints[0]", `effect "Sometimes" is not valid; valid effects are NoSchedule, PreferNoSchedule, NoExecute`},
+		{"bundle without version", func(k *KubernetesSpec) { k.Bundle = &BundleRef{} }, kube + ".bundle.version", "is required"},
+		{"bundle version escapes", func(k *KubernetesSpec) { k.Bundle = &BundleRef{Version: "../../etc"} }, kube + ".bundle.version", "is not valid: use at most 128 letters"},
+		{"bundle version with a slash", func(k *KubernetesSpec) { k.Bundle = &BundleRef{Version: "1.0/x"} }, kube + ".bundle.version", "is not valid: use at most 128 letters"},
+		{"bundle pin not hex", func(k *KubernetesSpec) { k.Bundle = &BundleRef{Version: "1.0", SHA256: "ABC"} }, kube + ".bundle.sha256", "64 lowercase hex digits"},
 		{"node cpus", func(k *KubernetesSpec) { k.Nodes = []KubernetesNode{{Host: "compute-0", ReservedCPUs: "a-b"}} }, kube + ".nodes[compute-0].reservedCPUs", "not a valid cpuset"},
 	}
 	for _, tc := range tests {
@@ -57,8 +61,9 @@ func TestValidateKubernetesAcceptsAFullSpec(t *testing.T) {
 		ImageRepository: "registry.local:5000/k8s", CertSANs: []string{"api.example.com", "10.0.1.10", "*.apps.example.com"},
 		ProxyMode: "ipvs", CRISocket: DefaultCRISocket, SchedulableControllers: true, DPDKReservedCPUs: "0-1,8-9",
 		BootstrapTokenTTLHours: 2, CredentialsGeneration: 3, Etcd: EtcdSpec{Binary: "/usr/bin/etcd", DataDir: "/var/lib/etcd", ClientPort: 12379, PeerPort: 12380},
-		CNI:   CNISpec{Plugin: CNICalico, Manifest: "/srv/calico.yaml"},
-		Nodes: []KubernetesNode{{Host: "compute-0", SRIOV: true, ReservedCPUs: "0-3", Taints: []string{"dedicated=nfv:NoSchedule", "example.com/gpu:NoExecute"}}}}
+		CNI:    CNISpec{Plugin: CNICalico, Manifest: "/srv/calico.yaml"},
+		Bundle: &BundleRef{Version: "0.3.0+git4.1a2b3c4", SHA256: strings.Repeat("0f", 32)},
+		Nodes:  []KubernetesNode{{Host: "compute-0", SRIOV: true, ReservedCPUs: "0-3", Taints: []string{"dedicated=nfv:NoSchedule", "example.com/gpu:NoExecute"}}}}
 	if errs := m.Validate("site.yaml"); len(errs) > 0 {
 		t.Fatal(errs)
 	}

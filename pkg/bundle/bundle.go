@@ -126,7 +126,7 @@ func (m Manifest) OfKind(k Kind) []Component {
 }
 
 var (
-	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~_-]*$`)
+	versionRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~_-]{0,127}$`)
 	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	sha256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	// pathRE keeps bundle paths free of anything sha256sum would escape or a shell
@@ -138,7 +138,7 @@ var (
 // every host.
 func CheckVersion(v string) error {
 	if !versionRE.MatchString(v) {
-		return fmt.Errorf("bundle version %q is not valid: use letters, digits and . + ~ _ - (e.g. 0.1.0+git12.abc1234)", v)
+		return fmt.Errorf("bundle version %q is not valid: use at most 128 letters, digits and . + ~ _ - (e.g. 0.1.0+git12.abc1234)", v)
 	}
 	return nil
 }

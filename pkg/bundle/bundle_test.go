@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/plinth-dev/plinth/pkg/api"
 )
 
 // smallSpec is a bundle of the real shape (every pinned component and both debs)
@@ -328,16 +326,6 @@ func TestFind(t *testing.T) {
 	}
 	if n := len(m.OfKind(KindImage)); n != 7 {
 		t.Fatalf("%d images, want 7", n)
-	}
-}
-
-// The pins must agree with what the planner renders by default.
-func TestPinsMatchAPIDefaults(t *testing.T) {
-	if DefaultPins.Kubernetes != api.DefaultKubernetesVersion {
-		t.Errorf("DefaultPins.Kubernetes %s != api.DefaultKubernetesVersion %s", DefaultPins.Kubernetes, api.DefaultKubernetesVersion)
-	}
-	if want := "pause:" + DefaultPins.Pause; api.DefaultPauseImage != want {
-		t.Errorf("api.DefaultPauseImage %s != %s", api.DefaultPauseImage, want)
 	}
 }
 

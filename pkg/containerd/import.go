@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/containerd/images"
 	"google.golang.org/grpc"
 
+	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/containerd/spec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
@@ -34,9 +35,10 @@ const (
 
 // ImportDriver executes images.import steps.
 type ImportDriver struct {
-	address string
-	log     *slog.Logger
-	cache   archiveCache
+	address    string
+	bundleRoot string
+	log        *slog.Logger
+	cache      archiveCache
 }
 
 var _ driver.Driver = (*ImportDriver)(nil)
@@ -44,7 +46,7 @@ var _ driver.Driver = (*ImportDriver)(nil)
 // NewImportDriver returns a driver that imports through containerd's socket (Paths.Address).
 func NewImportDriver(opts ...Option) *ImportDriver {
 	o := newOptions(opts)
-	return &ImportDriver{address: o.paths.Address, log: o.log}
+	return &ImportDriver{address: o.paths.Address, bundleRoot: o.bundleRoot, log: o.log}
 }
 
 // Kind implements driver.Driver.
@@ -54,6 +56,9 @@ func (d *ImportDriver) Kind() string { return spec.KindImport }
 // from another archive, or not unpacked for the snapshotter.
 func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driver.Change, error) {
 	in, err := parseImport(inputs)
+	if err == nil {
+		in.Archives, err = d.withBundle(in)
+	}
 	if err != nil || len(in.Archives) == 0 {
 		return nil, err
 	}
@@ -114,6 +119,36 @@ func parseImport(raw json.RawMessage) (spec.ImportInputs, error) {
 		}
 	}
 	return in, nil
+}
+
+// withBundle adds the archives of the inputs' site bundle, as it was unpacked on this
+// host, each pinned by its manifest sum.
+func (d *ImportDriver) withBundle(in spec.ImportInputs) ([]spec.Archive, error) {
+	if in.Bundle == "" {
+		return in.Archives, nil
+	}
+	if err := bundle.CheckVersion(in.Bundle); err != nil {
+		return nil, driver.Permanent(fmt.Errorf("containerd: inputs: %w", err))
+	}
+	dir := bundle.VersionDir(d.bundleRoot, in.Bundle)
+	if _, err := os.Stat(filepath.Join(dir, bundle.ManifestFile)); err != nil {
+		return nil, driver.Permanent(fmt.Errorf("containerd: bundle %s is not on this host (%w): run the install script with that bundle", in.Bundle, err))
+	}
+	m, err := bundle.ReadPinned(dir, in.BundleSHA256)
+	if err != nil {
+		return nil, driver.Permanent(fmt.Errorf("containerd: %w", err))
+	}
+	out := slices.Clone(in.Archives)
+	for _, c := range m.OfKind(bundle.KindImage) {
+		p := filepath.Join(dir, c.Path)
+		if slices.IndexFunc(out, func(a spec.Archive) bool { return a.Path == p }) < 0 {
+			out = append(out, spec.Archive{Path: p, Digest: "sha256:" + c.SHA256})
+		}
+	}
+	if len(out) > 0 && in.Snapshotter == "" {
+		return nil, driver.Permanent(errors.New("containerd: inputs: snapshotter is required"))
+	}
+	return out, nil
 }
 
 func (d *ImportDriver) dial() (*containerd.Client, error) {

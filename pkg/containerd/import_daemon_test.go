@@ -1,6 +1,8 @@
 package containerd
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/containerd/spec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
@@ -91,5 +94,58 @@ func TestDaemonImportWithRoot(t *testing.T) {
 	res = driver.Run(ctx, id, mustJSON(t, in))
 	if res.OK() || !res.Retryable || !strings.Contains(res.Error, "has digest "+sum) {
 		t.Fatalf("wrong digest: %+v; want a retryable digest error", res)
+	}
+}
+
+// TestDaemonImportFromBundle imports the images of a site bundle unpacked on the
+// host: the step names only the bundle version (and its pin), the driver finds the
+// archives and their sums in the bundle's manifest, and a damaged archive is refused.
+func TestDaemonImportFromBundle(t *testing.T) {
+	d := newTestDaemon(t)
+	ctx := contextFor(t)
+	cfg := spec.ConfigInputs{SandboxImage: "registry.local/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs"}
+	if res := driver.Run(ctx, NewConfigDriver(filepath.Join(d.dir, "agent"), d.options()...), mustJSON(t, cfg)); !res.OK() {
+		t.Fatalf("config: %s", res.Error)
+	}
+	root := t.TempDir()
+	dir := bundle.VersionDir(root, "1.0")
+	tar := filepath.Join(dir, bundle.ImageDir, "pause.tar")
+	if err := os.MkdirAll(filepath.Dir(tar), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dockerArchive(t, tar, map[string]v1.Image{"registry.local/pause:3.10.2": testImage(t, 31)})
+	raw, err := os.ReadFile(tar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	m := bundle.Manifest{Version: "1.0", PlinthVersion: "test", KubernetesVersion: "v1.37.2", Components: []bundle.Component{{
+		Name: "pause", Kind: bundle.KindImage, Version: "3.10.2", Path: "images/pause.tar", SHA256: hex.EncodeToString(sum[:]),
+		Size: int64(len(raw)), Image: "registry.local/pause:3.10.2",
+	}}}
+	if err := os.WriteFile(filepath.Join(dir, bundle.ManifestFile), mustJSON(t, m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := NewImportDriver(append(d.options(), WithBundleRoot(root))...)
+	in := spec.ImportInputs{Snapshotter: "overlayfs", Bundle: "1.0"}
+	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 1 {
+		t.Fatalf("import from bundle: changes %q, error %q", res.Changes, res.Error)
+	}
+	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 0 {
+		t.Fatalf("re-import: changes %q, error %q; want none", res.Changes, res.Error)
+	}
+	// The site pins another manifest: refused, permanently.
+	in.BundleSHA256 = strings.Repeat("0", 64)
+	if res := driver.Run(ctx, id, mustJSON(t, in)); res.OK() || res.Retryable || !strings.Contains(res.Error, "the site pins") {
+		t.Fatalf("pinned to another manifest: %+v", res)
+	}
+	// A damaged archive does not match its manifest sum.
+	in.BundleSHA256 = ""
+	raw[len(raw)/2] ^= 0xff
+	if err := os.WriteFile(tar, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := driver.Run(ctx, id, mustJSON(t, in)); res.OK() || !strings.Contains(res.Error, "want sha256:"+m.Components[0].SHA256) {
+		t.Fatalf("damaged archive: %+v", res)
 	}
 }

@@ -1,13 +1,14 @@
 package containerd
 
 import (
-
 	"context"
 	"fmt"
 	"log/slog"
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/plinth-dev/plinth/pkg/bundle"
 )
 
 // Paths says where containerd keeps its files on this host. Zero fields take the
@@ -40,18 +41,22 @@ func (p Paths) withDefaults() Paths {
 	return p
 }
 
+// WithBundleRoot sets where site bundles are unpacked (bundle.DefaultRoot on hosts).
+func WithBundleRoot(dir string) Option { return func(o *options) { o.bundleRoot = dir } }
+
 // Option configures the drivers of this package.
 type Option func(*options)
 
 type options struct {
 	paths        Paths
+	bundleRoot   string
 	restart      func(ctx context.Context) error
 	log          *slog.Logger
 	readyTimeout time.Duration
 }
 
 func newOptions(opts []Option) options {
-	o := options{restart: SystemdRestart, log: slog.Default(), readyTimeout: 60 * time.Second}
+	o := options{restart: SystemdRestart, log: slog.Default(), readyTimeout: 60 * time.Second, bundleRoot: bundle.DefaultRoot}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -293,4 +293,3 @@ func mustVIP(t *testing.T, raw json.RawMessage) kubesteps.VIPInputs {
 	}
 	return in
 }
-

@@ -10,12 +10,12 @@ import (
 type Option func(*options)
 
 type options struct {
-	paths     Paths
-	stateDir  string
-	log       *slog.Logger
-	run       Runner
-	services  Services
-	now       func() time.Time
+	paths    Paths
+	stateDir string
+	log      *slog.Logger
+	run      Runner
+	services Services
+	now      func() time.Time
 	// renewBefore is how long before expiry a certificate is renewed (Plinth's own)
 	// or reported (kubeadm's).
 	renewBefore time.Duration
@@ -56,7 +56,6 @@ func WithRunner(r Runner) Option {
 
 // WithServices replaces the service manager (systemd by default).
 func WithServices(s Services) Option { return func(o *options) { o.services = s } }
-
 
 // WithClock sets the clock certificate checks use.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }

@@ -20,6 +20,9 @@ func renderContainerd(in renderInput) ([]Step, error) {
 	}
 	c := in.site.Spec.Kubernetes.EffectiveContainerd()
 	cfg, imp := ContainerdConfigInputs(c), ImageImportInputs(c)
+	if b := in.site.Spec.Kubernetes.Bundle; b != nil {
+		imp.Bundle, imp.BundleSHA256 = b.Version, b.SHA256
+	}
 	var steps []Step
 	for _, h := range in.hosts {
 		name := h.Metadata.Name

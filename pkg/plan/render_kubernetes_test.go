@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	cspec "github.com/plinth-dev/plinth/pkg/containerd/spec"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
 )
 
@@ -261,6 +262,19 @@ func TestRenderKubernetesBinariesFromBundle(t *testing.T) {
 	} {
 		if !slices.Contains(steps[id].Deps, deps) {
 			t.Errorf("%s deps %v: missing %s", id, steps[id].Deps, deps)
+		}
+	}
+	// images.import takes the bundle's images, pinned the same way.
+	site, hosts := kubeSite(true, k)
+	all, err := Render(site, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range all {
+		if st.ID == "compute-0/images.import" {
+			if in := inputsOf[cspec.ImportInputs](t, st); in.Bundle != "0.3.0" || in.BundleSHA256 != strings.Repeat("a", 64) {
+				t.Errorf("images.import inputs %+v: want bundle 0.3.0 with its pin", in)
+			}
 		}
 	}
 	// A new bundle version changes every host's inputs, so the step runs again.

@@ -227,7 +227,7 @@ sed -i "s/^Version: .*/Version: ${v}+up1/" $d/p/DEBIAN/control; dpkg-deb -b $d/p
 
 	sh("dpkg --purge plinth-agent >/root/purge.log 2>&1 || { cat /root/purge.log; exit 1; }")
 	left := sh(`for f in /var/lib/plinth /etc/plinth/agent.yaml /usr/lib/systemd/system/plinth-agent.service /etc/systemd/system/multi-user.target.wants/plinth-agent.service /usr/bin/plinth-agent; do [ ! -e $f ] || echo $f; done
-pgrep -a plinth-agent || true; systemctl list-units --all --no-legend 'plinth-*' || true`)
+pgrep -a plinth-agent || true; systemctl list-units --all --no-legend 'plinth-agent*' || true`)
 	if left != "" {
 		t.Errorf("purge left behind:\n%s", left)
 	}

@@ -40,6 +40,11 @@ type ImportInputs struct {
 	// Snapshotter is the one the CRI uses, so imported images are unpacked for it.
 	Snapshotter string    `json:"snapshotter"`
 	Archives    []Archive `json:"archives,omitempty"`
+	// Bundle, when set, also imports every image archive of that site bundle version
+	// (pkg/bundle), each pinned by the sum in the bundle's manifest.
+	Bundle string `json:"bundle,omitempty"`
+	// BundleSHA256 pins the bundle's manifest.json, or is empty.
+	BundleSHA256 string `json:"bundleSHA256,omitempty"`
 }
 
 // Archive is one image tarball on the host; Digest ("sha256:…", optional) pins it.
