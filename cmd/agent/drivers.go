@@ -14,6 +14,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/containerd"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/hostprofile"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall"
 	"github.com/plinth-dev/plinth/pkg/ovs"
 )
@@ -38,8 +39,8 @@ func orEnv(key, def string) string {
 }
 
 // registry holds the drivers this agent can run; their state lives under
-// stateDir/drivers.
-func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
+// stateDir/drivers. hp is what this kind of machine forces on containerd and kubeadm.
+func registry(stateDir string, hp hostprofile.Profile, log *slog.Logger) (*driver.Registry, error) {
 	dir := filepath.Join(stateDir, "drivers")
 	ovsOpts := []ovs.Option{ovs.WithRunDir(*ovsRunDir), ovs.WithLogger(log)}
 	ovsDPDK, ovsBridges := ovs.New(ovsOpts...)
@@ -50,21 +51,23 @@ func registry(stateDir string, log *slog.Logger) (*driver.Registry, error) {
 	}))
 	cephOpts := []ceph.Option{ceph.WithConfigFile(*cephConf), ceph.WithLogger(log)}
 	cephHealth, cephPool, cephUser := ceph.NewClient(librados.Dial, cephOpts...).Drivers()
+	kube := []kubeinstall.Option{kubeinstall.WithLogger(log), kubeinstall.WithHostProfile(hp)}
+	ctrd := []containerd.Option{containerd.WithLogger(log), containerd.WithPaths(containerd.Paths{RuncBinary: hp.RuncBinary})}
 	return driver.NewRegistry(
 		host.NewNetworkDriver(dir, host.WithLogger(log), reach),
 		host.NewSysctlDriver(dir, host.WithLogger(log), reach),
 		host.NewHugepagesDriver(dir, host.WithLogger(log)),
-		kubeinstall.NewBinariesDriver(dir, bundle.DefaultRoot, kubeinstall.WithLogger(log)),
-		kubeinstall.NewVIPDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewEtcdDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewInitDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewJoinControlPlaneDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewJoinDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewCNIDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewLabelsDriver(dir, kubeinstall.WithLogger(log)),
-		kubeinstall.NewHealthDriver(dir, kubeinstall.WithLogger(log)),
-		containerd.NewConfigDriver(dir, containerd.WithLogger(log)),
-		containerd.NewImportDriver(containerd.WithLogger(log)),
+		kubeinstall.NewBinariesDriver(dir, bundle.DefaultRoot, kube...),
+		kubeinstall.NewVIPDriver(dir, kube...),
+		kubeinstall.NewEtcdDriver(dir, kube...),
+		kubeinstall.NewInitDriver(dir, kube...),
+		kubeinstall.NewJoinControlPlaneDriver(dir, kube...),
+		kubeinstall.NewJoinDriver(dir, kube...),
+		kubeinstall.NewCNIDriver(dir, kube...),
+		kubeinstall.NewLabelsDriver(dir, kube...),
+		kubeinstall.NewHealthDriver(dir, kube...),
+		containerd.NewConfigDriver(dir, ctrd...),
+		containerd.NewImportDriver(ctrd...),
 		ovsDPDK, ovsBridges,
 		cephHealth, cephPool, cephUser,
 	)

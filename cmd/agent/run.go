@@ -2,16 +2,18 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/hostprofile"
 )
 
 func newRun(g *globals) *cobra.Command {
-	var configPath, gossipAddr, profile string
+	var configPath, gossipAddr, profile, hostProfile string
 	var factsInterval time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -24,7 +26,9 @@ agent:<host> so the coordinators see the host is reachable, and renews its certi
 at half its lifetime.
 
 Settings come from --config (YAML; keys name, stateDir, coordinators, gossipAddr,
-gossipProfile, factsInterval, logLevel); flags given on the command line override it.
+gossipProfile, factsInterval, logLevel, hostProfile); flags given on the command line
+override it. A host profile (--host-profile) names what a kind of machine forces on the
+software Plinth runs there; real hosts have none.
 Under systemd (Type=notify) it reports READY=1 after the first successful fetch of its
 steps and feeds the watchdog.`,
 		Example: `  plinth-agent run
@@ -55,7 +59,11 @@ steps and feeds the watchdog.`,
 			if err != nil {
 				return err
 			}
-			reg, err := registry(stateDir, log)
+			hp, err := hostprofile.Lookup(pick("host-profile", hostProfile, fc.HostProfile))
+			if err != nil {
+				return err
+			}
+			reg, err := registry(stateDir, hp, log)
 			if err != nil {
 				return err
 			}
@@ -79,6 +87,8 @@ steps and feeds the watchdog.`,
 	f.StringVar(&gossipAddr, "gossip-addr", "", fmt.Sprintf("ip:port to gossip on (default: this host's IP towards the coordinators, port %d)", agent.DefaultGossipPort))
 	f.StringVar(&profile, "gossip-profile", "lan", "gossip timing: lan, or fast for labs and tests")
 	f.DurationVar(&factsInterval, "facts-interval", agent.DefaultFactsInterval, "how often host facts are gathered (posted only when they change)")
+	f.StringVar(&hostProfile, "host-profile", "", "what this kind of machine forces on the software Plinth runs ("+strings.Join(hostprofile.Names(), ", ")+"; none on real hosts)")
+	_ = cmd.RegisterFlagCompletionFunc("host-profile", fixedCompletion(hostprofile.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("gossip-profile", fixedCompletion("lan", "fast"))
 	return cmd
 }

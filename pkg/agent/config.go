@@ -72,6 +72,9 @@ type FileConfig struct {
 	GossipProfile string   `json:"gossipProfile,omitempty"`
 	FactsInterval Duration `json:"factsInterval,omitempty"`
 	LogLevel      string   `json:"logLevel,omitempty"`
+	// HostProfile names what this kind of machine forces on the software the agent
+	// runs (pkg/hostprofile), e.g. nspawn-lab on lab hosts; empty on real hosts.
+	HostProfile string `json:"hostProfile,omitempty"`
 }
 
 // LoadFile reads a YAML config file; unknown keys are errors so typos show. A

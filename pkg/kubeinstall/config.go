@@ -13,6 +13,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/plinth-dev/plinth/pkg/hostprofile"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
 )
 
@@ -67,6 +68,38 @@ func InitConfig(in kubesteps.InitInputs, p Paths) (InitDocs, error) {
 		},
 	}
 	return d, nil
+}
+
+// ForHost applies what the host's kind of machine forces (see pkg/hostprofile).
+func (d InitDocs) ForHost(p hostprofile.Profile) InitDocs {
+	if p.AllowCgroupV1 {
+		no := false
+		d.Kubelet.FailCgroupV1 = &no
+	}
+	if p.KubeProxyKeepsConntrack {
+		zero := int32(0)
+		d.Proxy.Conntrack.MaxPerCore = &zero
+		d.Proxy.Conntrack.TCPEstablishedTimeout = &metav1.Duration{}
+		d.Proxy.Conntrack.TCPCloseWaitTimeout = &metav1.Duration{}
+	}
+	d.Init.NodeRegistration.IgnorePreflightErrors = withIgnores(d.Init.NodeRegistration.IgnorePreflightErrors, p)
+	return d
+}
+
+// JoinForHost applies what the host's kind of machine forces to a join.
+func JoinForHost(j JoinConfiguration, p hostprofile.Profile) JoinConfiguration {
+	j.NodeRegistration.IgnorePreflightErrors = withIgnores(j.NodeRegistration.IgnorePreflightErrors, p)
+	return j
+}
+
+func withIgnores(have []string, p hostprofile.Profile) []string {
+	out := append([]string(nil), have...)
+	for _, c := range p.PreflightIgnores {
+		if !contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // YAML renders the documents as one multi-document file.

@@ -43,6 +43,7 @@ func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 		return nil, err
 	}
 	docs, err := InitConfig(in, d.o.paths)
+	docs = docs.ForHost(d.o.profile)
 	if err != nil {
 		return nil, driver.Permanent(err)
 	}

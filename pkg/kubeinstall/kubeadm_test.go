@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/hostprofile"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
@@ -156,5 +157,34 @@ func TestKubeadmInitDryRun(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run output lacks %q", want)
 		}
+	}
+}
+
+// A host profile changes only what its machine forces, and real hosts get none of it.
+func TestInitDocsForHostProfile(t *testing.T) {
+	in := kubesteps.InitInputs{Cluster: kubesteps.Cluster{Endpoint: "10.0.0.10:6443", CgroupDriver: "cgroupfs", ProxyMode: "nftables"},
+		Node: kubesteps.Node{Name: "c0", IP: "10.0.0.11"}, TokenTTL: "1h"}
+	d, err := InitConfig(in, Paths{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := d.ForHost(hostprofile.Profile{})
+	if real.Kubelet.FailCgroupV1 != nil || real.Proxy.Conntrack.MaxPerCore != nil || len(real.Init.NodeRegistration.IgnorePreflightErrors) != len(preflightIgnored) {
+		t.Fatalf("a real host got profile settings: %+v", real)
+	}
+	lab := d.ForHost(hostprofile.NspawnLab)
+	if lab.Kubelet.FailCgroupV1 == nil || *lab.Kubelet.FailCgroupV1 || lab.Proxy.Conntrack.MaxPerCore == nil || *lab.Proxy.Conntrack.MaxPerCore != 0 {
+		t.Fatalf("nspawn-lab kubelet/proxy: %+v %+v", lab.Kubelet, lab.Proxy.Conntrack)
+	}
+	got := lab.Init.NodeRegistration.IgnorePreflightErrors
+	if !contains(got, "SystemVerification") || !contains(got, "ExternalEtcdVersion") {
+		t.Fatalf("nspawn-lab preflight ignores %v", got)
+	}
+	if d.Kubelet.FailCgroupV1 != nil {
+		t.Fatal("ForHost changed its receiver's kubelet config")
+	}
+	j := JoinForHost(JoinConfiguration{}, hostprofile.NspawnLab)
+	if !contains(j.NodeRegistration.IgnorePreflightErrors, "FileContent--proc-sys-net-ipv4-ip_forward") {
+		t.Fatalf("join ignores %v", j.NodeRegistration.IgnorePreflightErrors)
 	}
 }

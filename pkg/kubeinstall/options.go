@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os/exec"
 	"time"
+
+	"github.com/plinth-dev/plinth/pkg/hostprofile"
 )
 
 // Option configures the drivers.
@@ -23,6 +25,8 @@ type options struct {
 	healthWait time.Duration
 	clients    ClientFunc
 	lookPath   func(string) (string, error)
+	// profile is what this kind of machine forces on kubelet, kube-proxy, kubeadm.
+	profile hostprofile.Profile
 }
 
 // DefaultRenewBefore is how early certificate expiry is acted on or reported.
@@ -41,6 +45,10 @@ func newOptions(stateDir string, opts []Option) *options {
 	}
 	return o
 }
+
+// WithHostProfile applies what this kind of machine forces (pkg/hostprofile) to the
+// kubeadm configuration the drivers render; real hosts have none.
+func WithHostProfile(p hostprofile.Profile) Option { return func(o *options) { o.profile = p } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }

@@ -13,12 +13,14 @@ import (
 )
 
 // agentConfig is /etc/plinth/agent.yaml on lab hosts: the fast gossip profile and
-// short facts interval make the demo and the tests quick; real sites keep the
-// package's defaults.
+// short facts interval make the demo and the tests quick, and the nspawn-lab host
+// profile (pkg/hostprofile) is what booted lab hosts force on containerd and
+// kubeadm; real sites keep the package's defaults.
 const agentConfig = `# plinth-agent settings for lab hosts (pkg/lab).
 gossipProfile: fast
 factsInterval: 5s
 logLevel: debug
+hostProfile: nspawn-lab
 `
 
 // adminIdentityInHost is where install.sh --init leaves the admin identity.

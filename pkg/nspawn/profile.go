@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/hostprofile"
 )
 
 // profileFiles are the lab profile's files, copied into the lab rootfs as they are
@@ -20,9 +22,9 @@ import (
 var profileFiles embed.FS
 
 // RuncWrapperPath is where a booted lab host has the runc wrapper (cmd/runc-lab):
-// the lab site's containerd config names it as the runc binary
-// (`BinaryName = "/usr/local/sbin/runc-lab"`).
-const RuncWrapperPath = "/usr/local/sbin/runc-lab"
+// the agent's host profile nspawn-lab (pkg/hostprofile) names it as containerd's
+// runc binary.
+const RuncWrapperPath = hostprofile.RuncLab
 
 // Profile is what a machine forces on the hosts booted on it: files and unit
 // masks baked into the rootfs, and systemd-nspawn's environment and flags. It is a

@@ -61,7 +61,7 @@ type Cluster struct {
 	ProxyMode       string   `json:"proxyMode"`
 	// EtcdEndpoints are the client URLs of Plinth's etcd members (external etcd).
 	EtcdEndpoints []string `json:"etcdEndpoints"`
-	// VIP says a kube-vip static pod sits in the manifests directory before kubeadm runs.
+	// VIP says Endpoint is the control-plane VIP, which kube.vip holds before kubeadm runs.
 	VIP bool `json:"vip,omitempty"`
 }
 
@@ -93,15 +93,46 @@ type BinariesInputs struct {
 	Kubelet bool `json:"kubelet,omitempty"`
 }
 
-// VIPInputs renders the kube-vip static pod on a controller.
+// VIP providers: who holds the control-plane VIP on the controllers.
+const (
+	// VIPKeepalived runs keepalived (VRRP, unicast between the two controllers) as a
+	// systemd unit; the default.
+	VIPKeepalived = "keepalived"
+	// VIPKubeVIP runs the kube-vip static pod (ARP, leader election through the API).
+	VIPKubeVIP = "kube-vip"
+)
+
+// keepalived priorities and the weight of its API check. The first controller wins
+// while both APIs answer and while neither does (before kubeadm init, when the VIP
+// must already be up for init to reach its own API), and loses to the second when
+// only its own API is dead: PriorityFirst-CheckWeight < PrioritySecond < PriorityFirst.
+const (
+	KeepalivedPriorityFirst  = 150
+	KeepalivedPrioritySecond = 100
+	KeepalivedCheckWeight    = 60
+)
+
+// VIPInputs holds the control-plane VIP on a controller.
 type VIPInputs struct {
+	// Provider is VIPKeepalived or VIPKubeVIP; empty means kube-vip (steps planned
+	// before there was a choice).
+	Provider  string `json:"provider,omitempty"`
 	VIP       string `json:"vip"`
 	Port      int    `json:"port"`
 	Interface string `json:"interface"`
-	Image     string `json:"image"`
-	// FirstControlPlane uses super-admin.conf: on the node that runs kubeadm init,
-	// admin.conf has no rights until init has bound it.
+	// Image is kube-vip's.
+	Image string `json:"image,omitempty"`
+	// FirstControlPlane uses super-admin.conf (kube-vip): on the node that runs
+	// kubeadm init, admin.conf has no rights until init has bound it.
 	FirstControlPlane bool `json:"firstControlPlane,omitempty"`
+
+	// keepalived: RouterID is VRRP's virtual_router_id (1..255, from the site name),
+	// Priority this controller's (KeepalivedPriority*), Address its own address for
+	// unicast VRRP and Peers the other controller's.
+	RouterID int      `json:"routerID,omitempty"`
+	Priority int      `json:"priority,omitempty"`
+	Address  string   `json:"address,omitempty"`
+	Peers    []string `json:"peers,omitempty"`
 }
 
 // EtcdMember is one member of Plinth's etcd.
