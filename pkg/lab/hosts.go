@@ -16,8 +16,9 @@ import (
 )
 
 // Host is one lab host: a Debian rootfs booted with systemd-nspawn (systemd as PID 1)
-// in its own network namespace, with its management link eth0 on the lab bridge and
-// two spare veth pairs (data0/data0p, data1/data1p) for host.network to configure.
+// in its own network namespace, with its management link eth0 on the lab bridge, a
+// spare veth pair data0/data0p inside it, and data1, a second link to the lab bridge,
+// for host.network to configure (the lab site puts its cluster-host network there).
 // Plinth reaches it only as it would a real machine: the install script, then its
 // own systemd units.
 type Host struct {
@@ -96,13 +97,14 @@ func (l *Lab) AddHost(ctx context.Context, name, cidr string, etcHosts []string)
 	if err := nspawn.CreateNetNS(ctx, ns); err != nil {
 		return nil, fmt.Errorf("lab: host %s: %w", name, err)
 	}
-	// Spare pairs inside the host: host.network configures data0 and puts data1 into a
-	// bridge it creates; the peers stay up so both have carrier.
+	// host.network configures data0, whose peer stays up inside the host so it has
+	// carrier (OVS takes data0p), and puts data1 into a bridge it creates: data1's
+	// peer is on the lab bridge, so that network joins the hosts (cluster-host).
 	for _, args := range [][]string{
 		{"-n", h.NS, "link", "add", "data0", "type", "veth", "peer", "name", "data0p"},
 		{"-n", h.NS, "link", "set", "data0p", "up"},
-		{"-n", h.NS, "link", "add", "data1", "type", "veth", "peer", "name", "data1p"},
-		{"-n", h.NS, "link", "set", "data1p", "up"},
+		{"link", "add", h.link + "c", "type", "veth", "peer", "name", "data1", "netns", h.NS},
+		{"link", "set", h.link + "c", "master", br, "up"},
 	} {
 		if _, err := run(ctx, "ip", args...); err != nil {
 			return nil, fmt.Errorf("lab: host %s: spare links: %w", name, err)

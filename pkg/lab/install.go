@@ -116,3 +116,23 @@ func UnpackBundle(ctx context.Context, archive, dir string) (string, error) {
 	}
 	return top, nil
 }
+
+// withBundle writes a copy of the manifest with ${BUNDLE_VERSION} and ${BUNDLE_SHA256}
+// set to the bundle the lab's hosts installed (what an operator copies from
+// `plinth-bundle show`), and returns its path; other text is left as it is.
+func (l *Lab) withBundle(manifest string) (string, error) {
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		return "", fmt.Errorf("lab: manifest: %w", err)
+	}
+	if !strings.Contains(string(b), "${BUNDLE_") {
+		return manifest, nil
+	}
+	m, sum, err := bundle.Read(l.BundleDir)
+	if err != nil {
+		return "", fmt.Errorf("lab: %w", err)
+	}
+	out := strings.NewReplacer("${BUNDLE_VERSION}", m.Version, "${BUNDLE_SHA256}", sum).Replace(string(b))
+	p := filepath.Join(l.Dir, filepath.Base(manifest))
+	return p, atomicfile.WriteFile(p, []byte(out), 0o644)
+}

@@ -40,10 +40,13 @@ type Spec struct {
 	Manifest string
 	// Site is the site name given to init.
 	Site string
+	// BridgeAddrs are more addresses of the lab bridge (CIDR): the machine's own place
+	// on the lab site's other networks, e.g. cluster-host, to reach its VIP.
+	BridgeAddrs []string
 }
 
 // DefaultSpec is the lab of examples/lab/site.yaml: two controllers and a witness
-// running coordinators, and a compute host; every host runs an agent.
+// running coordinators, and two compute hosts; every host runs an agent.
 func DefaultSpec(manifest string) Spec {
 	return Spec{
 		Subnet:   "10.211.0.0/24",
@@ -54,7 +57,9 @@ func DefaultSpec(manifest string) Spec {
 			{Name: "controller-1", Octet: 12, Role: "controller", Coordinator: "join"},
 			{Name: "witness", Octet: 13, Role: "controller", Coordinator: "witness"},
 			{Name: "compute-0", Octet: 21, Role: "worker"},
+			{Name: "compute-1", Octet: 22, Role: "worker"},
 		},
+		BridgeAddrs: []string{"10.214.0.1/24"},
 	}
 }
 
@@ -111,7 +116,12 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 	if err := l.Network(ctx, gw); err != nil {
 		return err
 	}
-	say("bridge %s up at %s", l.bridge, gw)
+	for _, a := range spec.BridgeAddrs {
+		if _, err := run(ctx, "ip", "addr", "replace", a, "dev", l.bridge); err != nil {
+			return fmt.Errorf("lab: bridge address %s: %w", a, err)
+		}
+	}
+	say("bridge %s up at %s", l.bridge, strings.Join(append([]string{gw}, spec.BridgeAddrs...), ", "))
 	if err := l.writeShare(); err != nil {
 		return err
 	}
@@ -208,7 +218,11 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 		}
 	}
 	if spec.Manifest != "" {
-		out, err := l.CLI(ctx, "apply", "-f", spec.Manifest)
+		manifest, err := l.withBundle(spec.Manifest)
+		if err != nil {
+			return err
+		}
+		out, err := l.CLI(ctx, "apply", "-f", manifest)
 		if err != nil {
 			return err
 		}

@@ -242,7 +242,7 @@ func TestRenderLabExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(allocs) != 4 || allocs[0].Address != "10.214.0.100" {
+	if len(allocs) != 5 || allocs[0].Address != "10.214.0.100" {
 		t.Errorf("allocations %v", allocs)
 	}
 	byID := map[string]Step{}
