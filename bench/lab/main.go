@@ -104,10 +104,11 @@ func main() {
 	err := run(ctx, o)
 	fmt.Printf("\ntotal time: %s\n", time.Since(start).Round(time.Second))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lab:", err)
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "lab: interrupted; the lab was taken down:", err)
 			os.Exit(130)
 		}
+		fmt.Fprintln(os.Stderr, "lab:", err)
 		os.Exit(1)
 	}
 }
