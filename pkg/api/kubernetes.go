@@ -9,9 +9,9 @@ package api
 type KubernetesSpec struct {
 	// Version of Kubernetes, e.g. v1.37.2 (v1.31 or newer: Plinth writes kubeadm v1beta4).
 	Version string `json:"version,omitempty"`
-	// ControlPlaneVIP is the address the controllers share for the API server (kube-vip,
-	// ARP). Without one the API endpoint is the first controller's own address, which
-	// does not survive its loss.
+	// ControlPlaneVIP is the address the controllers share for the API server, held by
+	// vipProvider. Without one the API endpoint is the first controller's own address,
+	// which does not survive its loss.
 	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
 	// APIServerPort is the API server's port on every controller and on the VIP.
 	APIServerPort int    `json:"apiServerPort,omitempty"`
@@ -40,6 +40,10 @@ type KubernetesSpec struct {
 	// CredentialsGeneration rotates the bootstrap token and the control-plane
 	// certificate key: bump it and the coordinator generates new ones.
 	CredentialsGeneration int `json:"credentialsGeneration,omitempty"`
+	// VIPProvider holds controlPlaneVIP: keepalived (the default: VRRP between the two
+	// controllers, a systemd unit) or kube-vip (a static pod; the site ships its image).
+	// A manifest that sets kubeVIPImage and no provider means kube-vip.
+	VIPProvider string `json:"vipProvider,omitempty"`
 	// KubeVIPImage is the kube-vip image; by default it comes from imageRepository when
 	// that is set, else from ghcr.io.
 	KubeVIPImage string `json:"kubeVIPImage,omitempty"`
@@ -129,6 +133,12 @@ func (k KubernetesSpec) Effective() KubernetesSpec {
 	setString(&k.PodSubnet, DefaultPodSubnet)
 	setString(&k.ServiceSubnet, DefaultServiceSubnet)
 	setString(&k.DNSDomain, DefaultDNSDomain)
+	if k.VIPProvider == "" {
+		k.VIPProvider = VIPKeepalived
+		if k.KubeVIPImage != "" {
+			k.VIPProvider = VIPKubeVIP
+		}
+	}
 	if k.KubeVIPImage == "" && k.ImageRepository != "" {
 		k.KubeVIPImage = k.ImageRepository + "/kube-vip:" + DefaultKubeVIPImage[len("ghcr.io/kube-vip/kube-vip:"):]
 	}

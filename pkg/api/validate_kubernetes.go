@@ -111,7 +111,12 @@ func (v *validator) kubeSettings(p string, k *KubernetesSpec) {
 	if k.ImageRepository != "" && !validImageRef(k.ImageRepository) {
 		v.add(p+".imageRepository", "%q is not a valid image repository (want e.g. registry.local:5000/k8s, without a scheme)", clip(k.ImageRepository))
 	}
-	if k.KubeVIPImage != "" && !validImageRef(k.KubeVIPImage) {
+	v.oneOf(p+".vipProvider", k.VIPProvider, true, VIPKeepalived, VIPKubeVIP)
+	switch {
+	case k.KubeVIPImage == "":
+	case k.VIPProvider == VIPKeepalived:
+		v.add(p+".kubeVIPImage", "set, but vipProvider is keepalived, which runs no image; remove it or set vipProvider: kube-vip")
+	case !validImageRef(k.KubeVIPImage):
 		v.add(p+".kubeVIPImage", "%q is not a valid image reference (want e.g. registry.local:5000/kube-vip:v0.9.2)", clip(k.KubeVIPImage))
 	}
 	for i, san := range k.CertSANs {

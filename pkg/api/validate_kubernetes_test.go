@@ -28,6 +28,9 @@ func TestValidateKubernetes(t *testing.T) {
 		{"etcd relative data dir", func(k *KubernetesSpec) { k.Etcd.DataDir = "var/lib/etcd" }, kube + ".etcd.dataDir", "clean absolute path"},
 		{"etcd ports equal", func(k *KubernetesSpec) { k.Etcd.PeerPort = 2379 }, kube + ".etcd.peerPort", "also the clientPort"},
 		{"etcd port is the API's", func(k *KubernetesSpec) { k.APIServerPort = 2379 }, kube + ".etcd", "clash with the API server's port 2379"},
+		{"vip provider", func(k *KubernetesSpec) { k.VIPProvider = "ucarp" }, kube + ".vipProvider", `"ucarp" is not valid; valid values are keepalived, kube-vip`},
+		{"kube-vip image with keepalived", func(k *KubernetesSpec) { k.VIPProvider, k.KubeVIPImage = VIPKeepalived, "r/kube-vip:v1" }, kube + ".kubeVIPImage", "vipProvider is keepalived"},
+		{"kube-vip image", func(k *KubernetesSpec) { k.VIPProvider, k.KubeVIPImage = VIPKubeVIP, "https://r/kube-vip" }, kube + ".kubeVIPImage", "not a valid image reference"},
 		{"cni plugin", func(k *KubernetesSpec) { k.CNI.Plugin = "flannel" }, kube + ".cni.plugin", "valid values are calico, none"},
 		{"cni manifest without plugin", func(k *KubernetesSpec) { k.CNI = CNISpec{Plugin: CNINone, Manifest: "/x.yaml"} }, kube + ".cni.manifest", "plugin is none"},
 		{"cni manifest relative", func(k *KubernetesSpec) { k.CNI.Manifest = "calico.yaml" }, kube + ".cni.manifest", "clean absolute path"},
@@ -60,7 +63,7 @@ func TestValidateKubernetesAcceptsAFullSpec(t *testing.T) {
 	*k = KubernetesSpec{Version: "v1.37.2", ControlPlaneVIP: "10.0.1.10", APIServerPort: 16443, DNSDomain: "cluster.local",
 		ImageRepository: "registry.local:5000/k8s", CertSANs: []string{"api.example.com", "10.0.1.10", "*.apps.example.com"},
 		ProxyMode: "ipvs", CRISocket: DefaultCRISocket, SchedulableControllers: true, DPDKReservedCPUs: "0-1,8-9",
-		BootstrapTokenTTLHours: 2, CredentialsGeneration: 3, Etcd: EtcdSpec{Binary: "/usr/bin/etcd", DataDir: "/var/lib/etcd", ClientPort: 12379, PeerPort: 12380},
+		BootstrapTokenTTLHours: 2, CredentialsGeneration: 3, VIPProvider: VIPKeepalived, Etcd: EtcdSpec{Binary: "/usr/bin/etcd", DataDir: "/var/lib/etcd", ClientPort: 12379, PeerPort: 12380},
 		CNI:    CNISpec{Plugin: CNICalico, Manifest: "/srv/calico.yaml"},
 		Bundle: &BundleRef{Version: "0.3.0+git4.1a2b3c4", SHA256: strings.Repeat("0f", 32)},
 		Nodes:  []KubernetesNode{{Host: "compute-0", SRIOV: true, ReservedCPUs: "0-3", Taints: []string{"dedicated=nfv:NoSchedule", "example.com/gpu:NoExecute"}}}}
@@ -72,7 +75,26 @@ func TestValidateKubernetesAcceptsAFullSpec(t *testing.T) {
 		t.Errorf("effective: %+v", e)
 	}
 	d := KubernetesSpec{}.Effective()
-	if d.Version != DefaultKubernetesVersion || d.CNI.Manifest != DefaultCNIManifest || !strings.HasPrefix(d.KubeVIPImage, "ghcr.io/") {
+	if d.Version != DefaultKubernetesVersion || d.CNI.Manifest != DefaultCNIManifest || !strings.HasPrefix(d.KubeVIPImage, "ghcr.io/") ||
+		d.VIPProvider != VIPKeepalived {
 		t.Errorf("defaults: %+v", d)
+	}
+}
+
+func TestVIPProviderDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   KubernetesSpec
+		want string
+	}{
+		{"default", KubernetesSpec{}, VIPKeepalived},
+		{"with an image repository", KubernetesSpec{ImageRepository: "registry.local:5000/k8s"}, VIPKeepalived},
+		{"kubeVIPImage set: kube-vip, as before providers", KubernetesSpec{KubeVIPImage: "r/kube-vip:v0.9.2"}, VIPKubeVIP},
+		{"explicit kube-vip", KubernetesSpec{VIPProvider: VIPKubeVIP}, VIPKubeVIP},
+		{"explicit keepalived", KubernetesSpec{VIPProvider: VIPKeepalived}, VIPKeepalived},
+	} {
+		if got := tc.in.Effective().VIPProvider; got != tc.want {
+			t.Errorf("%s: provider %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

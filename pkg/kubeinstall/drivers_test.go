@@ -267,9 +267,8 @@ func TestJoinDriverNeverRejoinsAMember(t *testing.T) {
 
 func TestVIPManifest(t *testing.T) {
 	h := newFakeHost(t)
-	sec := newSecrets()
 	d := NewVIPDriver(t.TempDir(), h.opts...)
-	raw := stepInputs(t, sec, "ctl-0/kube.vip")
+	raw := vipInputs(t, "10.213.7", "ctl-0", kubesteps.VIPKubeVIP)
 	res := driver.Run(context.Background(), d, raw)
 	if !res.OK() {
 		t.Fatal(res.Error)
@@ -280,7 +279,7 @@ func TestVIPManifest(t *testing.T) {
 			t.Errorf("manifest lacks %q:\n%s", want, b)
 		}
 	}
-	raw1 := stepInputs(t, sec, "ctl-1/kube.vip")
+	raw1 := vipInputs(t, "10.213.7", "ctl-1", kubesteps.VIPKubeVIP)
 	if m, _ := VIPManifest(mustVIP(t, raw1)); !strings.Contains(string(m), "path: /etc/kubernetes/admin.conf") {
 		t.Errorf("ctl-1 uses admin.conf:\n%s", m)
 	}

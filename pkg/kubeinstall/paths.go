@@ -20,6 +20,10 @@ const (
 	etcdConfig   = "/etc/plinth/etcd/etcd.yaml"
 	etcdUnitName = "plinth-etcd.service"
 	etcdUnitPath = "/etc/systemd/system/plinth-etcd.service"
+
+	// keepalived (kube.vip's default provider) is Debian's package and unit.
+	keepalivedConf = "/etc/keepalived/keepalived.conf"
+	keepalivedUnit = "keepalived.service"
 )
 
 // Paths places every host path under Root; Root is empty on a real host and a

@@ -58,8 +58,10 @@ func VIPManifest(in kubesteps.VIPInputs) ([]byte, error) {
 	return marshalDocs(pruned{pod})
 }
 
-// VIPDriver runs kube.vip: it keeps the kube-vip static pod manifest in place, before
-// kubeadm starts kubelet (which then runs it) and afterwards.
+// VIPDriver runs kube.vip: it holds the control-plane VIP on a controller, before
+// kubeadm runs (kubeadm init reaches its own API through the VIP) and afterwards,
+// with the site's provider: keepalived (Debian's unit, Plinth's config) or the
+// kube-vip static pod, which kubelet runs once kubeadm starts it.
 type VIPDriver struct{ o *options }
 
 // NewVIPDriver returns the kube.vip driver.
@@ -71,11 +73,24 @@ func NewVIPDriver(stateDir string, opts ...Option) *VIPDriver {
 func (d *VIPDriver) Kind() string { return kubesteps.KindVIP }
 
 // Diff implements driver.Driver.
-func (d *VIPDriver) Diff(_ context.Context, raw json.RawMessage) ([]driver.Change, error) {
+func (d *VIPDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubesteps.VIPInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
+	switch in.Provider {
+	case kubesteps.VIPKeepalived:
+		return d.keepalived(ctx, in)
+	case "", kubesteps.VIPKubeVIP:
+		return d.kubeVIP(in)
+	}
+	return nil, driver.Permanent(fmt.Errorf("kube.vip: provider %q is not valid; valid providers are %s, %s",
+		in.Provider, kubesteps.VIPKeepalived, kubesteps.VIPKubeVIP))
+}
+
+// kubeVIP keeps the kube-vip static pod manifest in place (and Plinth's keepalived
+// gone, after a change of provider).
+func (d *VIPDriver) kubeVIP(in kubesteps.VIPInputs) ([]driver.Change, error) {
 	if in.VIP == "" || in.Image == "" || in.Port == 0 {
 		return nil, driver.Permanent(fmt.Errorf("kube.vip: inputs need vip, port and image"))
 	}
@@ -83,14 +98,15 @@ func (d *VIPDriver) Diff(_ context.Context, raw json.RawMessage) ([]driver.Chang
 	if err != nil {
 		return nil, driver.Permanent(err)
 	}
+	cs := d.stopKeepalived()
 	path := d.o.paths.Join(vipManifest)
 	if sameFile(path, data) {
-		return nil, nil
+		return cs, nil
 	}
-	return []driver.Change{{
+	return append(cs, driver.Change{
 		Summary: fmt.Sprintf("write kube-vip static pod %s (VIP %s:%d on %s)", path, in.VIP, in.Port, orAuto(in.Interface)),
 		Apply:   func(context.Context) error { return writeFile(path, data, 0o600) },
-	}}, nil
+	}), nil
 }
 
 func orAuto(ifc string) string {

@@ -330,13 +330,6 @@ func (r *kubeRenderer) labels(h api.Host, controlPlane bool) map[string]string {
 	return l
 }
 
-func (r *kubeRenderer) vip(h *api.Host, first bool) kubesteps.VIPInputs {
-	return kubesteps.VIPInputs{
-		VIP: r.k.ControlPlaneVIP, Port: r.k.APIServerPort, Image: r.k.KubeVIPImage,
-		Interface: kubeVIPInterface(*h, r.k.ControlPlaneVIP, r.in.site.Spec.Networks), FirstControlPlane: first,
-	}
-}
-
 func (r *kubeRenderer) etcdInputs(h api.Host, note string) kubesteps.EtcdInputs {
 	var members []kubesteps.EtcdMember
 	var self kubesteps.EtcdMember

@@ -123,7 +123,7 @@ func TestRenderKubernetesTopologyAndOrder(t *testing.T) {
 		t.Errorf("controllers carry the control-plane taint: %+v", in.Node.Taints)
 	}
 	vip := inputsOf[kubesteps.VIPInputs](t, steps["ctl-0/kube.vip"])
-	if vip.Interface != "eth1" || !vip.FirstControlPlane {
+	if vip.Interface != "eth1" || vip.Priority != kubesteps.KeepalivedPriorityFirst {
 		t.Errorf("vip inputs %+v", vip)
 	}
 	w := inputsOf[kubesteps.JoinInputs](t, steps["compute-0/kube.join"])
