@@ -52,6 +52,10 @@ func New(dir, bin, prefix string) *Lab {
 	return &Lab{Dir: dir, Bin: bin, Identity: filepath.Join(dir, "admin.json"), Profile: "fast", prefix: prefix}
 }
 
+// Prefix starts the name of every network namespace, link and nftables table the
+// lab makes.
+func (l *Lab) Prefix() string { return l.prefix }
+
 // Coordinator is one coordinator of the lab: a process the lab started (loopback
 // clusters for tests and benchmarks), or the plinth-coordinator unit of a booted
 // host (Host set).

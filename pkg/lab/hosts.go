@@ -116,7 +116,7 @@ func (l *Lab) AddHost(ctx context.Context, name, cidr string, etcHosts []string)
 	}
 	cfg := nspawn.HostConfig{
 		Name: name, MachineDir: filepath.Join(l.Dir, "hosts", name), Rootfs: l.Rootfs, NetNS: ns.Path(),
-		Hosts: etcHosts, Profile: nspawn.LabProfile(), RuncWrapper: l.RuncWrapper,
+		Hosts: etcHosts, Profile: nspawn.LabProfile(), RuncWrapper: l.RuncWrapper, CgroupGroup: l.prefix,
 		Binds: []nspawn.Bind{
 			{Source: l.BundleDir, Target: BundleMount, ReadOnly: true},
 			{Source: l.shareDir(), Target: ShareMount, ReadOnly: true},

@@ -240,17 +240,17 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ownMem := ownCgroup(t, "memory")
 	diff := machinestate.Diff(before, after, machinestate.Ignore{
 		// other work on this machine: only what is ours counts
 		Proc: func(p machinestate.Proc) bool {
 			return p.PidNS != ns0 && p.PidNS != ns1 && p.PidNS != ns2 && !strings.Contains(p.Cmdline, l.dir) && !strings.Contains(p.Cmdline, l.prefix)
 		},
-		Cgroup: func(dir string) bool {
-			return strings.HasPrefix(dir, "/sys/fs/cgroup/memory/process_api/") && !strings.HasPrefix(dir+"/", "/sys/fs/cgroup/memory"+ownMem+"/")
-		},
+		// The test's hosts live in its own cgroup group (CgroupGroup: l.prefix).
+		Cgroup: func(dir string) bool { return !strings.Contains(dir+"/", "/"+l.prefix+"/") },
 		Link:  func(link string) bool { return !strings.HasPrefix(link, l.prefix) },
 		Mount: func(m string) bool { return !strings.Contains(m, l.dir) && !strings.Contains(m, l.prefix) },
+		NetNS: func(ns string) bool { return !strings.HasPrefix(ns, l.prefix) },
+		NFT:   func(t string) bool { return !strings.Contains(t, l.prefix) },
 	})
 	if len(diff) != 0 {
 		t.Errorf("the machine changed:\n%s", machinestate.String(diff))

@@ -16,7 +16,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
-	"github.com/plinth-dev/plinth/pkg/nspawn"
 	"github.com/plinth-dev/plinth/pkg/nspawn/machinestate"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
@@ -350,15 +349,18 @@ func testTeardown(t *testing.T, e *labEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, prefix := e.l.Dir, filepath.Base(e.l.Dir)
+	dir, prefix := e.l.Dir, e.l.Prefix()
 	diff := machinestate.Diff(e.before, after, machinestate.Ignore{
 		// Only what is the lab's: processes of its hosts and anything naming its
 		// directory; other work on the machine comes and goes.
 		Proc: func(p machinestate.Proc) bool {
 			return p.PidNS == selfPidNS() && !strings.Contains(p.Cmdline, dir) && !strings.Contains(p.Cmdline, "systemd-nspawn")
 		},
-		Cgroup: func(c string) bool { return !strings.Contains(c, "/"+nspawn.DefaultCgroupGroup+"/") },
+		Cgroup: func(c string) bool { return !strings.Contains(c+"/", "/"+prefix+"/") },
 		Mount:  func(m string) bool { return !strings.Contains(m, dir) && !strings.Contains(m, prefix) },
+		Link:   func(l string) bool { return !strings.HasPrefix(l, prefix) },
+		NetNS:  func(ns string) bool { return !strings.HasPrefix(ns, prefix) },
+		NFT:    func(t string) bool { return !strings.Contains(t, prefix) },
 	})
 	if len(diff) != 0 {
 		t.Errorf("the machine is not as it was before the lab:\n%s", machinestate.String(diff))

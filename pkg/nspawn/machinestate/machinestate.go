@@ -190,6 +190,11 @@ type Ignore struct {
 	Link func(link string) bool
 	// Mount, when set, says a mount ("mountpoint fstype source") is not the lab's.
 	Mount func(mount string) bool
+	// NetNS, when set, says a named network namespace is not the lab's (other tests
+	// make their own while the lab runs).
+	NetNS func(name string) bool
+	// NFT, when set, says an nftables table ("family name") is not the lab's.
+	NFT func(table string) bool
 }
 
 // Diff lists what changed from before to after, one readable line each; empty
@@ -214,8 +219,11 @@ func Diff(before, after *Snapshot, ig Ignore) []string {
 	out = append(out, diffSet("mount", before.Mounts, after.Mounts, ig.Mount)...)
 	out = append(out, diffSet("cgroup", before.Cgroups, after.Cgroups, ig.Cgroup)...)
 	out = append(out, diffSet("link", before.Links, after.Links, ig.Link)...)
-	out = append(out, diffSet("netns", before.NetNS, after.NetNS, nil)...)
+	out = append(out, diffSet("netns", before.NetNS, after.NetNS, ig.NetNS)...)
 	for _, t := range keys(before.NFT, after.NFT) {
+		if ig.NFT != nil && ig.NFT(t) {
+			continue
+		}
 		b, inB := before.NFT[t]
 		a, inA := after.NFT[t]
 		switch {
