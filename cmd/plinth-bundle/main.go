@@ -217,7 +217,8 @@ func newPins() *cobra.Command {
 			p := bundle.DefaultPins
 			for _, kv := range [][2]string{
 				{"KUBERNETES", p.Kubernetes}, {"ETCD", p.Etcd}, {"CNI_PLUGINS", p.CNIPlugins},
-				{"COREDNS", p.CoreDNS}, {"PAUSE", p.Pause}, {"HELLO", p.Hello}, {"IMAGE_REGISTRY", bundle.ImageRegistry},
+				{"COREDNS", p.CoreDNS}, {"PAUSE", p.Pause}, {"HELLO", p.Hello}, {"FLANNEL", p.Flannel},
+				{"IMAGE_REGISTRY", bundle.ImageRegistry},
 			} {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s=%s\n", kv[0], kv[1])
 			}

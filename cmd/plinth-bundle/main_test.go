@@ -48,7 +48,7 @@ func TestAssembleVerifyCorrupt(t *testing.T) {
 	}
 	tarPath := filepath.Join(out, bundle.ArchiveName("0.2.0+git3.def5678"))
 	msg, err := run(t, "verify", tarPath)
-	if err != nil || !strings.Contains(msg, "bundle 0.2.0+git3.def5678 verified: 18 components") {
+	if err != nil || !strings.Contains(msg, "bundle 0.2.0+git3.def5678 verified: 19 components") {
 		t.Fatalf("verify = %v\n%s", err, msg)
 	}
 

@@ -172,7 +172,7 @@ func TestVerifyDirRefuses(t *testing.T) {
 		{"path traversal in SHA256SUMS", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, SumsFile)
 			write(t, p, append(read(t, p), []byte(strings.Repeat("a", 64)+"  ../../etc/passwd\n")...))
-		}, []string{`SHA256SUMS: line 21: path "../../etc/passwd" escapes the bundle directory`}},
+		}, []string{`SHA256SUMS: line 22: path "../../etc/passwd" escapes the bundle directory`}},
 		{"absolute path in SHA256SUMS", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, SumsFile)
 			write(t, p, append(read(t, p), []byte(strings.Repeat("a", 64)+"  /etc/passwd\n")...))
@@ -324,8 +324,11 @@ func TestFind(t *testing.T) {
 	if _, err := m.Find(KindBinary, "kube-proxy"); err == nil || !strings.Contains(err.Error(), `no binary component "kube-proxy"`) {
 		t.Fatalf("Find of a missing binary = %v", err)
 	}
-	if n := len(m.OfKind(KindImage)); n != 7 {
-		t.Fatalf("%d images, want 7", n)
+	if n := len(m.OfKind(KindImage)); n != 8 {
+		t.Fatalf("%d images, want 8", n)
+	}
+	if img, err := m.Find(KindImage, FlannelImage); err != nil || img.Image != "registry.local/flannel:v0.28.10" {
+		t.Fatalf("Find flannel = %+v, %v", img, err)
 	}
 }
 

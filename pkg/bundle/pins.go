@@ -12,6 +12,10 @@ type Pins struct {
 	CoreDNS    string
 	Pause      string // the sandbox image's tag (kubeadm's expected pause version)
 	Hello      string // the tiny test web server's image tag
+	// Flannel is github.com/flannel-io/flannel, whose packages the bundle's flanneld
+	// (deploy/bundle/flanneld, its go.mod requires this version; a test checks) is
+	// built from; it tags the flannel image.
+	Flannel string
 }
 
 // DefaultPins is what `make bundle` builds. Kubernetes matches
@@ -23,6 +27,7 @@ var DefaultPins = Pins{
 	CoreDNS:    "v1.14.6",
 	Pause:      "3.10.2",
 	Hello:      "v1",
+	Flannel:    "v0.28.10",
 }
 
 // Bundled component names, by kind.
@@ -39,6 +44,8 @@ const (
 	PauseImage   = "pause"
 	CoreDNSImage = "coredns"
 	HelloImage   = "hello"
+	// FlannelImage runs flanneld, the pod network agent of the flannel CNI.
+	FlannelImage = "flannel"
 )
 
 // Debian package names; each bundle holds one of each at the Plinth version.
@@ -80,6 +87,7 @@ func (p Pins) Components() []Component {
 	}
 	add(KindImage, CoreDNSImage, p.CoreDNS)
 	add(KindImage, HelloImage, p.Hello)
+	add(KindImage, FlannelImage, p.Flannel)
 	return cs
 }
 
