@@ -1,5 +1,5 @@
 // Command lab measures a whole Plinth site on one machine, built with pkg/lab: two
-// controllers and a witness running coordinators plus a compute host, each host a
+// controllers and a witness running coordinators plus compute hosts, each host a
 // Debian rootfs booted with systemd-nspawn on which the site bundle's install script
 // installed Plinth (coordinators and agents as systemd units). It measures
 //

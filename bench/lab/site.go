@@ -48,6 +48,9 @@ func newBench(ctx context.Context, o options, dir string) (*bench, error) {
 	}
 	spec := lab.DefaultSpec("") // no manifest: the first apply is measured
 	spec.Subnet = fmt.Sprintf("10.%d.0.0/24", n)
+	// The bench's manifest has no cluster-host network, and a fixed bridge address
+	// would collide with another lab's: the bridge gets the management gateway only.
+	spec.BridgeAddrs = nil
 	l := lab.New(filepath.Join(dir, "lab"), o.bin, prefix)
 	l.RuncWrapper = o.runcWrapper
 	b := &bench{o: o, dir: dir, l: l, spec: spec, n: n, prefix: prefix}
