@@ -173,8 +173,10 @@ func TestBootedHostRunsPackagedOVSAndCeph(t *testing.T) {
 			t.Errorf("Ceph units: %q", got)
 		}
 		run("test", "-s", "/etc/ceph/ceph.conf", "-a", "-s", "/etc/ceph/ceph.client.admin.keyring")
-		st, err := ReadStatus(ctx, h.Exec)
-		if err != nil || !st.Healthy() {
+		// The manager creates its own pool once it is up: wait for its PGs too.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if st, err := WaitHealthy(wctx, h.Exec); err != nil {
 			t.Errorf("ceph status: %v, %v", st, err)
 		}
 	}
