@@ -201,6 +201,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("flannel manifest", func(t *testing.T) { testFlannelApply(t, c) })
 	t.Run("cluster health", func(t *testing.T) { testHealth(t, c) })
 }
 

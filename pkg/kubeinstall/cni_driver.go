@@ -33,8 +33,9 @@ import (
 // from, so an unchanged manifest is not re-applied on every check.
 const ManifestHashAnnotation = "plinth.dev/manifest-sha256"
 
-// CNIDriver runs kube.cni: it applies the pod network's manifest, which the site
-// ships as a file on the first controller (Calico by default), with server-side apply.
+// CNIDriver runs kube.cni: it applies the pod network's manifest with server-side
+// apply: for flannel the one FlannelManifest renders from the inputs, otherwise the
+// file the site ships on the first controller (Calico by default).
 type CNIDriver struct{ o *options }
 
 // NewCNIDriver returns the kube.cni driver.
@@ -51,14 +52,9 @@ func (d *CNIDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Cha
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
-	path := d.o.paths.Join(in.Manifest)
-	data, err := os.ReadFile(path)
-	if missing(err) {
-		return nil, driver.Permanent(fmt.Errorf("kube.cni: the %s manifest %s is not on this host: the site ships it "+
-			"(copy it there, or set kubernetes.cni.manifest; see docs/kubernetes.md)", in.Plugin, path))
-	}
+	data, path, err := d.manifest(in)
 	if err != nil {
-		return nil, fmt.Errorf("kube.cni: %w", err)
+		return nil, err
 	}
 	objs, err := decodeManifest(data)
 	if err != nil {
@@ -81,6 +77,30 @@ func (d *CNIDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Cha
 			Apply: func(ctx context.Context) error { return a.apply(ctx, obj) }})
 	}
 	return cs, nil
+}
+
+// manifest is the YAML to apply and where it came from (for errors).
+func (d *CNIDriver) manifest(in kubesteps.CNIInputs) ([]byte, string, error) {
+	if in.Flannel != nil {
+		data, err := FlannelManifest(*in.Flannel)
+		if err != nil {
+			return nil, "", driver.Permanent(fmt.Errorf("kube.cni: %w", err))
+		}
+		return data, "the rendered flannel manifest", nil
+	}
+	if in.Manifest == "" {
+		return nil, "", driver.Permanent(fmt.Errorf("kube.cni: plugin %q has neither a manifest file nor flannel inputs", in.Plugin))
+	}
+	path := d.o.paths.Join(in.Manifest)
+	data, err := os.ReadFile(path)
+	if missing(err) {
+		return nil, "", driver.Permanent(fmt.Errorf("kube.cni: the %s manifest %s is not on this host: the site ships it "+
+			"(copy it there, or set kubernetes.cni.manifest; see docs/kubernetes.md)", in.Plugin, path))
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("kube.cni: %w", err)
+	}
+	return data, path, nil
 }
 
 // decodeManifest splits a multi-document YAML into objects stamped with their hash.

@@ -210,9 +210,20 @@ type HealthInputs struct {
 	Kubeconfig string `json:"kubeconfig"`
 }
 
-// CNIInputs applies the pod network manifest the site ships.
+// CNIInputs applies the pod network's manifest: the file the site ships (Manifest,
+// calico), or for flannel the one the driver renders from Flannel.
 type CNIInputs struct {
-	Plugin     string `json:"plugin"`
-	Manifest   string `json:"manifest"`
-	Kubeconfig string `json:"kubeconfig"`
+	Plugin     string         `json:"plugin"`
+	Manifest   string         `json:"manifest,omitempty"`
+	Flannel    *FlannelInputs `json:"flannel,omitempty"`
+	Kubeconfig string         `json:"kubeconfig"`
+}
+
+// FlannelInputs are what the flannel manifest is rendered from.
+type FlannelInputs struct {
+	// Network is the pod network (kubeadm's podSubnet), from which
+	// kube-controller-manager gives every node its podCIDR.
+	Network string `json:"network"`
+	// Image runs flanneld; it comes from the site bundle (images.import), never pulled.
+	Image string `json:"image"`
 }
