@@ -86,15 +86,18 @@ type EtcdSpec struct {
 
 // CNI plugins.
 const (
-	CNICalico = "calico"
-	CNINone   = "none"
+	CNICalico  = "calico"
+	CNIFlannel = "flannel"
+	CNINone    = "none"
 )
 
 // CNISpec names the pod network plugin and the manifest that installs it.
 type CNISpec struct {
-	// Plugin is calico (applied from Manifest) or none (the site installs one itself).
+	// Plugin is calico (applied from Manifest), flannel (the site bundle's flanneld,
+	// VXLAN over podSubnet; Plinth renders its manifest) or none (the site installs
+	// one itself).
 	Plugin string `json:"plugin,omitempty"`
-	// Manifest is the path of the plugin's YAML on the first controller.
+	// Manifest is the path of the plugin's YAML on the first controller (calico only).
 	Manifest string `json:"manifest,omitempty"`
 }
 

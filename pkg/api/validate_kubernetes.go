@@ -157,11 +157,13 @@ func (v *validator) etcd(p string, e *EtcdSpec, apiPort int) {
 }
 
 func (v *validator) cni(p string, c *CNISpec) {
-	v.oneOf(p+".plugin", c.Plugin, true, CNICalico, CNINone)
+	v.oneOf(p+".plugin", c.Plugin, true, CNICalico, CNIFlannel, CNINone)
 	switch {
 	case c.Manifest == "":
 	case c.Plugin == CNINone:
 		v.add(p+".manifest", "set, but plugin is none; remove it or set plugin: calico")
+	case c.Plugin == CNIFlannel:
+		v.add(p+".manifest", "set, but plugin is flannel, whose manifest Plinth renders; remove it")
 	case !path.IsAbs(c.Manifest) || path.Clean(c.Manifest) != c.Manifest:
 		v.add(p+".manifest", "%q must be a clean absolute path on the first controller", clip(c.Manifest))
 	}

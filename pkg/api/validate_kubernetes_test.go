@@ -31,7 +31,8 @@ func TestValidateKubernetes(t *testing.T) {
 		{"vip provider", func(k *KubernetesSpec) { k.VIPProvider = "ucarp" }, kube + ".vipProvider", `"ucarp" is not valid; valid values are keepalived, kube-vip`},
 		{"kube-vip image with keepalived", func(k *KubernetesSpec) { k.VIPProvider, k.KubeVIPImage = VIPKeepalived, "r/kube-vip:v1" }, kube + ".kubeVIPImage", "vipProvider is keepalived"},
 		{"kube-vip image", func(k *KubernetesSpec) { k.VIPProvider, k.KubeVIPImage = VIPKubeVIP, "https://r/kube-vip" }, kube + ".kubeVIPImage", "not a valid image reference"},
-		{"cni plugin", func(k *KubernetesSpec) { k.CNI.Plugin = "flannel" }, kube + ".cni.plugin", "valid values are calico, none"},
+		{"cni plugin", func(k *KubernetesSpec) { k.CNI.Plugin = "cilium" }, kube + ".cni.plugin", "valid values are calico, flannel, none"},
+		{"cni manifest with flannel", func(k *KubernetesSpec) { k.CNI = CNISpec{Plugin: CNIFlannel, Manifest: "/x.yaml"} }, kube + ".cni.manifest", "plugin is flannel"},
 		{"cni manifest without plugin", func(k *KubernetesSpec) { k.CNI = CNISpec{Plugin: CNINone, Manifest: "/x.yaml"} }, kube + ".cni.manifest", "plugin is none"},
 		{"cni manifest relative", func(k *KubernetesSpec) { k.CNI.Manifest = "calico.yaml" }, kube + ".cni.manifest", "clean absolute path"},
 		{"node twice", func(k *KubernetesSpec) { k.Nodes = []KubernetesNode{{Host: "compute-0"}, {Host: "compute-0"}} }, kube + ".nodes[compute-0].host", "listed twice"},
@@ -95,6 +96,22 @@ func TestVIPProviderDefault(t *testing.T) {
 	} {
 		if got := tc.in.Effective().VIPProvider; got != tc.want {
 			t.Errorf("%s: provider %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCNIEffective(t *testing.T) {
+	for _, tc := range []struct {
+		in   CNISpec
+		want CNISpec
+	}{
+		{CNISpec{}, CNISpec{Plugin: CNICalico, Manifest: DefaultCNIManifest}},
+		{CNISpec{Plugin: CNICalico, Manifest: "/srv/calico.yaml"}, CNISpec{Plugin: CNICalico, Manifest: "/srv/calico.yaml"}},
+		{CNISpec{Plugin: CNIFlannel}, CNISpec{Plugin: CNIFlannel}},
+		{CNISpec{Plugin: CNINone}, CNISpec{Plugin: CNINone}},
+	} {
+		if got := (KubernetesSpec{CNI: tc.in}).Effective().CNI; got != tc.want {
+			t.Errorf("Effective(%+v).CNI = %+v, want %+v", tc.in, got, tc.want)
 		}
 	}
 }

@@ -170,7 +170,7 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	// pod network (no node is Ready without it) and the labels.
 	var healthDeps, names []string
 	if k.CNI.Plugin != api.CNINone {
-		healthDeps = append(healthDeps, r.add(first, kubesteps.KindCNI, "", kubesteps.CNIInputs{Plugin: k.CNI.Plugin, Manifest: k.CNI.Manifest, Kubeconfig: admin}, initID))
+		healthDeps = append(healthDeps, r.add(first, kubesteps.KindCNI, "", cniInputs(k, admin), initID))
 	}
 	for _, h := range r.nodes() {
 		n := h.Metadata.Name
