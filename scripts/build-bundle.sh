@@ -3,7 +3,8 @@
 # Plinth packages from `make packages`, and everything else built from the Go module
 # proxy at the versions pkg/bundle pins (`plinth-bundle pins`): Kubernetes, etcd, the
 # CNI plugins, CoreDNS, and the bundle's own small programs (deploy/bundle: pause,
-# hello, imgbuild), then the image archives. Every part is cached by version (upstream)
+# hello, imgbuild; flanneld in its own module, from flannel's packages), then the
+# image archives. Every part is cached by version (upstream)
 # or by content (ours, images) under ${PLINTH_CACHE:-$HOME/.cache/plinth}, so a warm
 # run only re-assembles and verifies the archive. Each phase prints its name, elapsed
 # seconds and "cached" or "built"; long builds print a line every 30 s and keep
@@ -120,7 +121,7 @@ upstream coredns "$PIN_COREDNS" "github.com/coredns/coredns" "coredns=github.com
 
 # --- our own small programs (deploy/bundle), cached by the hash of their sources
 begin programs
-key=$( (cd deploy/bundle && find . -type f -print0 | sort -z | xargs -0 sha256sum; go version) | sha256sum | cut -c1-16)
+key=$( (cd deploy/bundle && find . -path ./flanneld -prune -o -type f -print0 | sort -z | xargs -0 sha256sum; go version) | sha256sum | cut -c1-16)
 OWN=$CACHE/bundle-programs/$key
 if [ -d "$OWN" ]; then done_ cached; else
   mkdir -p "$CACHE/bundle-programs"
@@ -135,6 +136,26 @@ if [ -d "$OWN" ]; then done_ cached; else
   logged "$LOGS/bundle-programs.log" build_own
   mv -T "$tmp" "$OWN"
   done_ built
+fi
+
+# --- flanneld (deploy/bundle/flanneld, its own module requiring flannel at the pin),
+# cached by the flannel version and the hash of its sources
+begin flannel
+key=$( (cd deploy/bundle/flanneld && find . -type f -print0 | sort -z | xargs -0 sha256sum; go version) | sha256sum | cut -c1-16)
+FLN=$CACHE/flannel/$PIN_FLANNEL-$key
+if [ -d "$FLN" ]; then done_ "cached $PIN_FLANNEL"; else
+  grep -Eq "^(require)?[[:space:]]*github.com/flannel-io/flannel $PIN_FLANNEL\$" deploy/bundle/flanneld/go.mod ||
+    die "deploy/bundle/flanneld/go.mod does not require github.com/flannel-io/flannel $PIN_FLANNEL (the pin)"
+  mkdir -p "$CACHE/flannel"
+  tmp=$(mktemp -d "$CACHE/flannel/.tmp-XXXXXX")
+  chmod 755 "$tmp"
+  build_flanneld() {
+    cd "$REPO/deploy/bundle/flanneld"
+    CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -p 2 -trimpath -ldflags='-s -w' -o "$tmp/flanneld" .
+  }
+  logged "$LOGS/flannel-$PIN_FLANNEL.log" build_flanneld
+  mv -T "$tmp" "$FLN"
+  done_ "built $PIN_FLANNEL"
 fi
 
 # --- image archives, cached by the hash of everything that goes into each
@@ -169,6 +190,7 @@ for c in kube-apiserver kube-controller-manager kube-scheduler; do image "$c" "$
 image kube-proxy "$PIN_KUBERNETES" - "$K8S/kube-proxy" $NFT
 image coredns "$PIN_COREDNS" /usr/local/bin/coredns "$CACHE/coredns/$PIN_COREDNS/coredns"
 image hello "$PIN_HELLO" /usr/local/bin/hello "$OWN/hello"
+image flannel "$PIN_FLANNEL" /usr/local/bin/flanneld "$FLN/flanneld"
 if ((built)); then done_ "built $built, cached $cached"; else done_ "cached $cached"; fi
 
 # --- the Plinth packages from make packages
