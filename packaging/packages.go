@@ -58,8 +58,10 @@ var packages = []pkg{
 			"ca-certificates", "systemd",
 		},
 		// Hosts without OVS or Ceph steps need neither; the ceph CLI helps operators
-		// on storage hosts. The DPDK build of ovs-vswitchd only fits DPDK hosts.
-		Recommends: []string{"openvswitch-switch", "ceph-common"},
+		// on storage hosts. keepalived (with curl for its API check) holds the
+		// control-plane VIP on controllers. The DPDK build of ovs-vswitchd only fits
+		// DPDK hosts.
+		Recommends: []string{"openvswitch-switch", "ceph-common", "keepalived", "curl"},
 		Suggests:   []string{"openvswitch-switch-dpdk"},
 		Summary:    "Plinth host agent: converges this host to the site manifest",
 		Description: `plinth-agent runs on every host of a Plinth site. It enrols with a one-time

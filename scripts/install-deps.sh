@@ -32,6 +32,11 @@ command -v ceph >/dev/null || need+=(ceph-common)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v unshare >/dev/null || need+=(util-linux)
+# kube.vip's keepalived provider (pkg/kubeinstall's VIP failover test): keepalived,
+# curl for its API check, openssl for the test's API stand-in.
+command -v keepalived >/dev/null || need+=(keepalived)
+command -v curl >/dev/null || need+=(curl)
+command -v openssl >/dev/null || need+=(openssl)
 # Booted lab hosts (pkg/nspawn): systemd-nspawn and debootstrap for the cached rootfs.
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v debootstrap >/dev/null || need+=(debootstrap)

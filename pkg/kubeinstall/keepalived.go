@@ -26,19 +26,21 @@ var ifnameRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
 
 // KeepalivedConfig renders keepalived.conf for one controller: a VRRP instance holding
 // the VIP on ifc, unicast between the controllers (no multicast on bridges), and a
-// check of the local API server.
+// check of the local API server: its /readyz with curl, or where the host has no curl
+// (a minimal Debian) a TCP connect to its port with bash.
 //
 // The check only lowers the priority (weight, never a FAULT state), so the VIP stays
 // up when no API answers anywhere: before kubeadm init, which reaches its own API
 // through the VIP, the first controller holds it at PriorityFirst-CheckWeight against
 // the second's PrioritySecond-CheckWeight. Once APIs answer, a controller whose API
 // dies drops below the other and the VIP moves; it comes back (preempt) only once
-// that API answers again. The values are in kubesteps.
+// that API answers again. The check starts failed (init_fail), so a controller that
+// reboots does not take the VIP back before its API is up. The values are in kubesteps.
 //
 // There is no VRRP authentication: VRRPv2's PASS travels in clear in every advert, so
 // a shared secret adds nothing against a host on the segment; adverts are unicast and
 // only accepted from the declared peer (check_unicast_src).
-func KeepalivedConfig(in kubesteps.VIPInputs, ifc string) ([]byte, error) {
+func KeepalivedConfig(in kubesteps.VIPInputs, ifc string, curl bool) ([]byte, error) {
 	vip, err := netip.ParseAddr(in.VIP)
 	if err != nil {
 		return nil, fmt.Errorf("keepalived: vip %q: %w", in.VIP, err)
@@ -68,6 +70,10 @@ func KeepalivedConfig(in kubesteps.VIPInputs, ifc string) ([]byte, error) {
 	case in.Port < 1 || in.Port > 65535:
 		return nil, fmt.Errorf("keepalived: port %d is out of range", in.Port)
 	}
+	check := fmt.Sprintf("/usr/bin/curl -sfk --max-time 2 -o /dev/null https://127.0.0.1:%d/readyz", in.Port)
+	if !curl {
+		check = fmt.Sprintf("/bin/bash -c '</dev/tcp/127.0.0.1/%d'", in.Port)
+	}
 	bits, version := 32, ""
 	if vip.Is6() {
 		bits, version = 128, "    version 3\n"
@@ -81,11 +87,12 @@ global_defs {
 }
 
 vrrp_script plinth_apiserver {
-    script "/usr/bin/curl -sfk --max-time 2 -o /dev/null https://127.0.0.1:%d/readyz"
+    script "%s"
     interval 2
     timeout 3
     fall 2
     rise 2
+    init_fail
     weight -%d
 }
 
@@ -96,7 +103,7 @@ vrrp_instance plinth_api {
     priority %d
     advert_int 1
     unicast_src_ip %s
-`, vip, in.Port, kubesteps.KeepalivedCheckWeight, version, ifc, in.RouterID, in.Priority, src)
+`, vip, check, kubesteps.KeepalivedCheckWeight, version, ifc, in.RouterID, in.Priority, src)
 	if len(peers) > 0 {
 		b.WriteString("    check_unicast_src\n    unicast_peer {\n")
 		for _, p := range peers {
@@ -122,12 +129,13 @@ func (d *VIPDriver) keepalived(ctx context.Context, in kubesteps.VIPInputs) ([]d
 	if in.VIP == "" || in.Port == 0 || in.Address == "" {
 		return nil, driver.Permanent(fmt.Errorf("kube.vip: keepalived inputs need vip, port and address"))
 	}
+	curl := true
 	if d.o.lookPath != nil {
-		for _, bin := range []string{"keepalived", "curl"} {
-			if _, err := d.o.lookPath(bin); err != nil {
-				return nil, driver.Permanent(fmt.Errorf("kube.vip: %s is not installed on this host (apt-get install keepalived curl; plinth-agent recommends both): %w", bin, err))
-			}
+		if _, err := d.o.lookPath("keepalived"); err != nil {
+			return nil, driver.Permanent(fmt.Errorf("kube.vip: keepalived is not installed on this host (apt-get install keepalived; plinth-agent recommends it): %w", err))
 		}
+		_, err := d.o.lookPath("curl")
+		curl = err == nil
 	}
 	ifc := in.Interface
 	if ifc == "" {
@@ -136,7 +144,7 @@ func (d *VIPDriver) keepalived(ctx context.Context, in kubesteps.VIPInputs) ([]d
 			return nil, fmt.Errorf("kube.vip: %w", err)
 		}
 	}
-	conf, err := KeepalivedConfig(in, ifc)
+	conf, err := KeepalivedConfig(in, ifc, curl)
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.vip: %w", err))
 	}

@@ -41,6 +41,7 @@ func TestKeepalivedConfig(t *testing.T) {
 		name   string
 		mutate func(*kubesteps.VIPInputs)
 		ifc    string
+		noCurl bool
 		want   []string // lines the config holds
 		absent []string
 		err    string
@@ -48,13 +49,15 @@ func TestKeepalivedConfig(t *testing.T) {
 		{name: "first controller", ifc: "eth1", want: []string{
 			"    interface eth1", "    virtual_router_id 42", "    priority 150", "    advert_int 1", "    state BACKUP",
 			"    unicast_src_ip 10.0.1.11", "    check_unicast_src", "        10.0.1.12", "        10.0.1.10/32 dev eth1",
-			`    script "/usr/bin/curl -sfk --max-time 2 -o /dev/null https://127.0.0.1:6443/readyz"`, "    weight -60",
+			`    script "/usr/bin/curl -sfk --max-time 2 -o /dev/null https://127.0.0.1:6443/readyz"`, "    weight -60", "    init_fail",
 			"    script_user nobody", "        plinth_apiserver"},
 			absent: []string{"nopreempt", "authentication", "version 3"}},
 		{name: "second controller, other port", mutate: func(in *kubesteps.VIPInputs) {
 			in.Priority, in.Address, in.Peers, in.Port = kubesteps.KeepalivedPrioritySecond, "10.0.1.12", []string{"10.0.1.11"}, 16443
 		}, ifc: "br-mgmt", want: []string{"    priority 100", "    unicast_src_ip 10.0.1.12", "        10.0.1.11",
 			"https://127.0.0.1:16443/readyz", "        10.0.1.10/32 dev br-mgmt"}},
+		{name: "no curl: a TCP check with bash", ifc: "eth1", noCurl: true,
+			want: []string{`    script "/bin/bash -c '</dev/tcp/127.0.0.1/6443'"`}, absent: []string{"curl"}},
 		{name: "single controller: no unicast peers", mutate: func(in *kubesteps.VIPInputs) { in.Peers = nil }, ifc: "eth1",
 			absent: []string{"unicast_peer", "check_unicast_src"}},
 		{name: "IPv6 needs VRRPv3", mutate: func(in *kubesteps.VIPInputs) {
@@ -72,7 +75,7 @@ func TestKeepalivedConfig(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&in)
 			}
-			b, err := KeepalivedConfig(in, tc.ifc)
+			b, err := KeepalivedConfig(in, tc.ifc, !tc.noCurl)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want %q", err, tc.err)
@@ -93,7 +96,7 @@ func TestKeepalivedConfig(t *testing.T) {
 					t.Errorf("config has %q:\n%s", a, b)
 				}
 			}
-			if again, _ := KeepalivedConfig(in, tc.ifc); string(again) != string(b) {
+			if again, _ := KeepalivedConfig(in, tc.ifc, !tc.noCurl); string(again) != string(b) {
 				t.Error("rendering is not deterministic")
 			}
 		})
