@@ -224,7 +224,7 @@ func (l *Lab) Down(ctx context.Context) {
 				errs = append(errs, err)
 			}
 		}
-		_ = nspawn.DeleteNetNS(ctx, nspawn.NetNS{Name: h.NS, HostLink: h.link})
+		deleteHostLinks(ctx, h.NS, h.link)
 	}
 	l.stopCoordinators()
 	l.mu.Lock()
@@ -235,6 +235,13 @@ func (l *Lab) Down(ctx context.Context) {
 	if len(errs) > 0 {
 		fmt.Fprintf(os.Stderr, "lab: down: %v\n", errors.Join(errs...))
 	}
+}
+
+// deleteHostLinks removes a host's namespace and both of its links on the lab bridge:
+// the kernel frees a deleted namespace's veths only later, asynchronously.
+func deleteHostLinks(ctx context.Context, ns, link string) {
+	_ = nspawn.DeleteNetNS(ctx, nspawn.NetNS{Name: ns, HostLink: link})
+	_ = nspawn.DeleteLink(ctx, link+"c")
 }
 
 // removeMachine cuts a host's power and deletes it: its disk is thrown away, so a

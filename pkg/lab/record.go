@@ -109,7 +109,7 @@ func DownDir(ctx context.Context, dir string) error {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	for _, h := range r.Hosts {
-		_ = nspawn.DeleteNetNS(ctx, nspawn.NetNS{Name: h.NS, HostLink: h.HostLink})
+		deleteHostLinks(ctx, h.NS, h.HostLink)
 	}
 	removeNetwork(ctx, r.Bridge, r.Guard)
 	if len(errs) > 0 {

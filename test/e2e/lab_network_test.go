@@ -29,8 +29,9 @@ func labNetworkParts(base string, extraRoute string) string {
 `)
 	i := strings.Index(m, "metadata: {name: compute-0}")
 	j := i + strings.Index(m[i:], "  routes:\n") + len("  routes:\n")
-	return m[:j] + "  - {to: default, via: 172.20.0.1, table: 214}\n" + extraRoute + m[j:] +
-		"  rules:\n  - {priority: 1000, from: 172.20.0.0/24, table: 214}\n"
+	k := j - len("  routes:\n")
+	return m[:k] + "  rules:\n  - {priority: 1000, from: 172.20.0.0/24, table: 214}\n" + m[k:j] +
+		"  - {to: default, via: 172.20.0.1, table: 214}\n" + extraRoute + m[j:]
 }
 
 type ipLink struct {

@@ -184,7 +184,7 @@ func startLab(t *testing.T) *labEnv {
 	e.cl = cl
 	e.apply(labManifest(n, 9000, nil))
 	e.waitReady(90 * time.Second)
-	t.Logf("lab of 4 booted hosts (3 coordinators, 4 agents) installed and Ready %s after start", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("lab of %d booted hosts (3 coordinators, an agent on each) installed and Ready %s after start", len(spec.Hosts), time.Since(start).Round(100*time.Millisecond))
 	return e
 }
 
