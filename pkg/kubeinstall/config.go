@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +33,9 @@ type InitDocs struct {
 	Cluster ClusterConfiguration
 	Kubelet kubeletv1beta1.KubeletConfiguration
 	Proxy   kubeproxyv1alpha1.KubeProxyConfiguration
+	// keepKubelet and keepProxy are fields set on purpose to a zero value (false, 0,
+	// 0s), which rendering would otherwise drop as defaults.
+	keepKubelet, keepProxy []string
 }
 
 // InitConfig renders kubeadm init's configuration. Secret inputs must be resolved.
@@ -72,15 +77,18 @@ func InitConfig(in kubesteps.InitInputs, p Paths) (InitDocs, error) {
 
 // ForHost applies what the host's kind of machine forces (see pkg/hostprofile).
 func (d InitDocs) ForHost(p hostprofile.Profile) InitDocs {
+	d.keepKubelet, d.keepProxy = slices.Clone(d.keepKubelet), slices.Clone(d.keepProxy)
 	if p.AllowCgroupV1 {
 		no := false
 		d.Kubelet.FailCgroupV1 = &no
+		d.keepKubelet = append(d.keepKubelet, "failCgroupV1")
 	}
 	if p.KubeProxyKeepsConntrack {
 		zero := int32(0)
 		d.Proxy.Conntrack.MaxPerCore = &zero
 		d.Proxy.Conntrack.TCPEstablishedTimeout = &metav1.Duration{}
 		d.Proxy.Conntrack.TCPCloseWaitTimeout = &metav1.Duration{}
+		d.keepProxy = append(d.keepProxy, "conntrack.maxPerCore", "conntrack.tcpEstablishedTimeout", "conntrack.tcpCloseWaitTimeout")
 	}
 	d.Init.NodeRegistration.IgnorePreflightErrors = withIgnores(d.Init.NodeRegistration.IgnorePreflightErrors, p)
 	return d
@@ -104,7 +112,7 @@ func withIgnores(have []string, p hostprofile.Profile) []string {
 
 // YAML renders the documents as one multi-document file.
 func (d InitDocs) YAML() ([]byte, error) {
-	return marshalDocs(d.Init, d.Cluster, pruned{d.Kubelet}, pruned{d.Proxy})
+	return marshalDocs(d.Init, d.Cluster, pruned{d.Kubelet, d.keepKubelet}, pruned{d.Proxy, d.keepProxy})
 }
 
 // JoinConfig renders kubeadm join's configuration for a worker or a control plane.
@@ -201,7 +209,11 @@ func endpointPort(endpoint string) (int32, error) {
 
 // pruned marshals without the zero values the upstream component types write for
 // every field they have, so the file holds only what Plinth set.
-type pruned struct{ v any }
+// pruned renders v without its zero values, except the dotted field paths in keep.
+type pruned struct {
+	v    any
+	keep []string
+}
 
 func marshalDocs(docs ...any) ([]byte, error) {
 	var b bytes.Buffer
@@ -209,7 +221,7 @@ func marshalDocs(docs ...any) ([]byte, error) {
 		var out []byte
 		var err error
 		if p, ok := d.(pruned); ok {
-			out, err = marshalPruned(p.v)
+			out, err = marshalPruned(p.v, p.keep)
 		} else {
 			out, err = yaml.Marshal(d)
 		}
@@ -224,17 +236,45 @@ func marshalDocs(docs ...any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func marshalPruned(v any) ([]byte, error) {
+func marshalPruned(v any, keep []string) ([]byte, error) {
 	j, err := yaml.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]any
+	var m, all map[string]any
 	if err := yaml.Unmarshal(j, &m); err != nil {
 		return nil, err
 	}
+	if err := yaml.Unmarshal(j, &all); err != nil {
+		return nil, err
+	}
 	prune(m)
+	for _, k := range keep {
+		restore(m, all, strings.Split(k, "."))
+	}
 	return yaml.Marshal(m)
+}
+
+// restore copies the value at path from all back into m, creating the maps on the way.
+func restore(m, all map[string]any, path []string) {
+	v, ok := all[path[0]]
+	if !ok {
+		return
+	}
+	if len(path) == 1 {
+		m[path[0]] = v
+		return
+	}
+	sub, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	dst, ok := m[path[0]].(map[string]any)
+	if !ok {
+		dst = map[string]any{}
+		m[path[0]] = dst
+	}
+	restore(dst, sub, path[1:])
 }
 
 // prune drops zero values ("", 0, false, "0s", null, empty maps and lists) in place

@@ -183,6 +183,19 @@ func TestInitDocsForHostProfile(t *testing.T) {
 	if d.Kubelet.FailCgroupV1 != nil {
 		t.Fatal("ForHost changed its receiver's kubelet config")
 	}
+	// Rendering keeps the zero values the profile set on purpose.
+	y, err := lab.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"failCgroupV1: false", "maxPerCore: 0", "tcpCloseWaitTimeout: 0s", "tcpEstablishedTimeout: 0s"} {
+		if !strings.Contains(string(y), want) {
+			t.Errorf("rendered init config lacks %q:\n%s", want, y)
+		}
+	}
+	if y, _ := real.YAML(); strings.Contains(string(y), "failCgroupV1") || strings.Contains(string(y), "conntrack") {
+		t.Errorf("a real host's config names profile fields:\n%s", y)
+	}
 	j := JoinForHost(JoinConfiguration{}, hostprofile.NspawnLab)
 	if !contains(j.NodeRegistration.IgnorePreflightErrors, "FileContent--proc-sys-net-ipv4-ip_forward") {
 		t.Fatalf("join ignores %v", j.NodeRegistration.IgnorePreflightErrors)

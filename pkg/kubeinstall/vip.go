@@ -55,7 +55,7 @@ func VIPManifest(in kubesteps.VIPInputs) ([]byte, error) {
 				HostPath: &corev1.HostPathVolumeSource{Path: kubeconfig}}}},
 		},
 	}
-	return marshalDocs(pruned{pod})
+	return marshalDocs(pruned{v: pod})
 }
 
 // VIPDriver runs kube.vip: it holds the control-plane VIP on a controller, before
