@@ -93,7 +93,10 @@ func (l *Lab) AddHost(ctx context.Context, name, cidr string, etcHosts []string)
 	if err := l.save(); err != nil {
 		return nil, err
 	}
-	ns := nspawn.NetNS{Name: h.NS, Bridge: br, HostLink: h.link, Addr: cidr}
+	// The default route points at the bridge, as a real host's points at its router:
+	// Service addresses (kube-proxy's DNAT) need a route to exist. The forward guard
+	// keeps anything from leaving the bridge.
+	ns := nspawn.NetNS{Name: h.NS, Bridge: br, HostLink: h.link, Addr: cidr, Gateway: l.gateway}
 	if err := nspawn.CreateNetNS(ctx, ns); err != nil {
 		return nil, fmt.Errorf("lab: host %s: %w", name, err)
 	}
