@@ -44,13 +44,14 @@ func newRoot() *cobra.Command {
 		Use:   "up",
 		Short: "Boot the lab hosts, install Plinth on each from the site bundle, apply the site and show progress until it is Ready",
 		Long: `up boots one Debian host per lab machine (controller-0, controller-1, witness,
-compute-0) with systemd-nspawn, each in its own network namespace on a bridge and its
+compute-0, compute-1) with systemd-nspawn, each in its own network namespace on a bridge and its
 own cgroup subtree, from a cached root filesystem (built once with debootstrap). It
 then runs the site bundle's install script on every host: --init on controller-0,
---join on controller-1 and the witness, --agent on compute-0, with one-time tokens.
-Plinth's coordinators and agents run as the hosts' systemd units. Finally it applies
-the lab manifest and follows the site until it is Ready. Everything keeps running
-afterwards; 'plinth-lab down' removes it all.`,
+--join on controller-1 and the witness, --agent on the compute hosts, with one-time
+tokens. Plinth's coordinators and agents run as the hosts' systemd units. Finally it
+applies the lab manifest and follows the site until it is Ready — networking, OVS,
+Ceph and a Kubernetes cluster built by Plinth's own steps — and prints the cluster's
+nodes. Everything keeps running afterwards; 'plinth-lab down' removes it all.`,
 		Example: `  make bundle && sudo plinth-lab up --bundle dist/plinth-bundle-0.1.0.tar
   export PLINTH_IDENTITY=/var/tmp/plinth-lab/admin.json
   plinth-coordinator get hosts
@@ -92,8 +93,22 @@ afterwards; 'plinth-lab down' removes it all.`,
 			if err := l.WaitSiteReady(cmd.Context(), out, timeout); err != nil {
 				return fail(err)
 			}
-			fmt.Fprintf(out, "\nSite Ready %s after start.\n\nExplore:\n  export PLINTH_IDENTITY=%s\n  %s/plinth-coordinator get hosts\n  %s/plinth-coordinator describe host compute-0\n  %s/plinth-coordinator get events\n  sudo %s/plinth-lab exec compute-0 -- systemctl status plinth-agent\n\nRemove everything: make demo-down (or plinth-lab down --dir %s)\n",
-				time.Since(start).Round(100*time.Millisecond), l.Identity, bin, bin, bin, bin, dir)
+			fmt.Fprintf(out, "\nSite Ready %s after start.\n", time.Since(start).Round(100*time.Millisecond))
+			kubeconfig, kubectl, ok, err := l.Kubeconfig(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if ok {
+				nodes := exec.CommandContext(cmd.Context(), kubectl, "--kubeconfig", kubeconfig, "get", "nodes", "-o", "wide")
+				nodes.Stdout, nodes.Stderr = out, cmd.ErrOrStderr()
+				fmt.Fprintf(out, "\nThe site's Kubernetes cluster, built by Plinth's steps (kubectl get nodes -o wide):\n")
+				if err := nodes.Run(); err != nil {
+					return fmt.Errorf("kubectl get nodes: %w", err)
+				}
+				fmt.Fprintf(out, "\nUse it:\n  %s --kubeconfig %s get pods -A\n  (or: %s/plinth-coordinator kubeconfig --write ~/.kube/config)\n", kubectl, kubeconfig, bin)
+			}
+			fmt.Fprintf(out, "\nExplore:\n  export PLINTH_IDENTITY=%s\n  %s/plinth-coordinator get hosts\n  %s/plinth-coordinator describe host compute-0\n  %s/plinth-coordinator get events\n  sudo %s/plinth-lab exec compute-0 -- systemctl status plinth-agent\n\nRemove everything: make demo-down (or plinth-lab down --dir %s)\n",
+				l.Identity, bin, bin, bin, bin, dir)
 			return nil
 		},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
 	"github.com/plinth-dev/plinth/pkg/bundle"
+	"github.com/plinth-dev/plinth/pkg/state"
 )
 
 // agentConfig is /etc/plinth/agent.yaml on lab hosts: the fast gossip profile and
@@ -135,4 +136,26 @@ func (l *Lab) withBundle(manifest string) (string, error) {
 	out := strings.NewReplacer("${BUNDLE_VERSION}", m.Version, "${BUNDLE_SHA256}", sum).Replace(string(b))
 	p := filepath.Join(l.Dir, filepath.Base(manifest))
 	return p, atomicfile.WriteFile(p, []byte(out), 0o644)
+}
+
+// Kubeconfig writes the site's admin kubeconfig (through the control-plane VIP,
+// which the lab bridge reaches) to Dir/kubeconfig and returns its path and the
+// bundle's kubectl; ok is false when the site declares no Kubernetes.
+func (l *Lab) Kubeconfig(ctx context.Context) (kubeconfig, kubectl string, ok bool, err error) {
+	cl, err := l.Client()
+	if err != nil {
+		return "", "", false, err
+	}
+	var site *state.SiteRecord
+	if _, err := cl.Do(ctx, "GET", "/v1/site?consistent", nil, &site); err != nil {
+		return "", "", false, fmt.Errorf("lab: read the site: %w", err)
+	}
+	if site == nil || site.Site.Spec.Kubernetes == nil {
+		return "", "", false, nil
+	}
+	kubeconfig = filepath.Join(l.Dir, "kubeconfig")
+	if _, err := l.CLI(ctx, "kubeconfig", "--write", kubeconfig); err != nil {
+		return "", "", false, err
+	}
+	return kubeconfig, filepath.Join(l.BundleDir, bundle.BinDir, "kubectl"), true, nil
 }
