@@ -78,12 +78,9 @@ nodes. Everything keeps running afterwards; 'plinth-lab down' removes it all.`,
 			if l.BundleDir, err = lab.UnpackBundle(cmd.Context(), bundleFile, filepath.Join(dir, "bundle")); err != nil {
 				return err
 			}
-			if runcWrapper == "" {
-				if p := filepath.Join(bin, "runc-lab"); fileExists(p) {
-					runcWrapper = p
-				}
+			if runcWrapper != "" {
+				l.RuncWrapper = runcWrapper
 			}
-			l.RuncWrapper = runcWrapper
 			fail := func(err error) error {
 				return fmt.Errorf("%w\nlogs: %s/logs (host consoles: %s/hosts/*/console.log); clean up with `plinth-lab down --dir %s`", err, dir, dir, dir)
 			}
@@ -164,9 +161,4 @@ nodes. Everything keeps running afterwards; 'plinth-lab down' removes it all.`,
 	}
 	root.AddCommand(up, down, execCmd)
 	return root
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

@@ -49,7 +49,18 @@ type Lab struct {
 // New prepares a lab in dir using the binaries in bin. prefix names every network
 // namespace and link the lab creates, so several labs can coexist.
 func New(dir, bin, prefix string) *Lab {
-	return &Lab{Dir: dir, Bin: bin, Identity: filepath.Join(dir, "admin.json"), Profile: "fast", prefix: prefix}
+	l := &Lab{Dir: dir, Bin: bin, Identity: filepath.Join(dir, "admin.json"), Profile: "fast", prefix: prefix}
+	// Booted hosts run containers through the lab profile's runc wrapper (make build
+	// puts it beside the other binaries).
+	if p := filepath.Join(bin, "runc-lab"); fileExists(p) {
+		l.RuncWrapper = p
+	}
+	return l
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // Prefix starts the name of every network namespace, link and nftables table the

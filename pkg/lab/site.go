@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -98,6 +99,10 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 	}
 	if l.BundleDir == "" {
 		return errors.New("lab: no site bundle: build one with `make bundle` and pass --bundle")
+	}
+	if l.RuncWrapper == "" {
+		// The nspawn-lab host profile points containerd at it: without it no pod starts.
+		return fmt.Errorf("lab: no runc wrapper for the lab profile: `make build` builds %s", filepath.Join(l.Bin, "runc-lab"))
 	}
 	if l.Rootfs == "" {
 		began := time.Now()
@@ -261,17 +266,36 @@ func (l *Lab) WaitSiteReady(ctx context.Context, progress io.Writer, timeout tim
 		if herr != nil || serr != nil {
 			continue
 		}
-		table := ProgressTable(hosts, steps, site)
+		table := ProgressTable(hosts, steps, site) + failures(steps)
 		if table != last && progress != nil {
 			fmt.Fprintf(progress, "\n%s\n%s", time.Now().Format("15:04:05"), table)
-			last = table
 		}
+		last = table
 		if site != nil {
 			if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil && r.Status == api.ConditionTrue {
 				return nil
 			}
 		}
 	}
+}
+
+// failures lists the last error of every failed or blocked step, for a timeout's
+// message.
+func failures(steps []plan.Record) string {
+	var b strings.Builder
+	for _, s := range steps {
+		if (s.State == plan.Failed || s.State == plan.Blocked) && s.LastResult != nil {
+			fmt.Fprintf(&b, "%s: %s\n", s.ID, clipLine(s.LastResult.Error, 400))
+		}
+	}
+	return b.String()
+}
+
+func clipLine(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // ProgressTable renders hosts as rows and step kinds as columns.

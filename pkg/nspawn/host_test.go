@@ -247,10 +247,10 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 		},
 		// The test's hosts live in its own cgroup group (CgroupGroup: l.prefix).
 		Cgroup: func(dir string) bool { return !strings.Contains(dir+"/", "/"+l.prefix+"/") },
-		Link:  func(link string) bool { return !strings.HasPrefix(link, l.prefix) },
-		Mount: func(m string) bool { return !strings.Contains(m, l.dir) && !strings.Contains(m, l.prefix) },
-		NetNS: func(ns string) bool { return !strings.HasPrefix(ns, l.prefix) },
-		NFT:   func(t string) bool { return !strings.Contains(t, l.prefix) },
+		Link:   func(link string) bool { return !strings.HasPrefix(link, l.prefix) },
+		Mount:  func(m string) bool { return !strings.Contains(m, l.dir) && !strings.Contains(m, l.prefix) },
+		NetNS:  func(ns string) bool { return !strings.HasPrefix(ns, l.prefix) },
+		NFT:    func(t string) bool { return !strings.Contains(t, l.prefix) },
 	})
 	if len(diff) != 0 {
 		t.Errorf("the machine changed:\n%s", machinestate.String(diff))

@@ -111,7 +111,7 @@ func dumpLogs(t *testing.T, dir string) {
 }
 
 func builds() []struct{ out, pkg string } {
-	b := []struct{ out, pkg string }{{"plinth-coordinator", "./cmd/coordinator"}}
+	b := []struct{ out, pkg string }{{"plinth-coordinator", "./cmd/coordinator"}, {"runc-lab", "./cmd/runc-lab"}}
 	if os.Getenv("PLINTH_E2E_SKIP_AGENT") == "" {
 		b = append(b, struct{ out, pkg string }{"plinth-agent", "./cmd/agent"})
 	}

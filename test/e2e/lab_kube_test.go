@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/internal/poll"
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/state"
+)
+
+// TestLabKubernetes brings the demo's own site (examples/lab/site.yaml) up on booted
+// hosts and checks the Kubernetes cluster Plinth's steps built there: nodes, labels,
+// the pod network across hosts, Services and DNS; that re-applying changes nothing;
+// and that losing controller-0 keeps the API (VIP), etcd and the coordinators up,
+// with the Site's conditions naming controller-0, until it comes back.
+func TestLabKubernetes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the lab needs root: it boots hosts with systemd-nspawn")
+	}
+	for _, tool := range []string{"ip", "nft", "systemd-nspawn", "debootstrap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the lab needs %s (make deps installs it)", tool)
+		}
+	}
+	bundleFile := siteBundle(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	l := newLab(t)
+	dir, err := lab.UnpackBundle(ctx, bundleFile, bundleCache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.BundleDir = dir
+	// The demo's own manifest on the demo's addresses, under a prefix of its own.
+	spec := lab.DefaultSpec(filepath.Join("..", "..", "examples", "lab", "site.yaml"))
+	start := time.Now()
+	if err := l.Up(ctx, spec, testLog{t}); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	if err := l.WaitSiteReady(ctx, nil, 6*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("FIGURE apply -> Site Ready with a Kubernetes cluster: %s (lab up to Ready %s)",
+		time.Since(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+	cl, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &labEnv{t: t, ctx: ctx, l: l, cl: cl, dir: t.TempDir()}
+	kubeconfig, kubectl, ok, err := l.Kubeconfig(ctx)
+	if err != nil || !ok {
+		t.Fatalf("kubeconfig: ok=%v %v", ok, err)
+	}
+	// kubectl from the machine, through the VIP on the cluster-host network.
+	k := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	mustK := func(args ...string) string {
+		t.Helper()
+		out, err := k(args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+
+	t.Run("four nodes Ready with OpenStack-Helm labels; the witness is no node", func(t *testing.T) {
+		nodes := mustK("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if nodes != "compute-0 True\ncompute-1 True\ncontroller-0 True\ncontroller-1 True" {
+			t.Errorf("nodes:\n%s", nodes)
+		}
+		for node, want := range map[string][]string{
+			"controller-0": {"openstack-control-plane=enabled", "openvswitch=enabled"},
+			"controller-1": {"openstack-control-plane=enabled", "openvswitch=enabled"},
+			"compute-0":    {"openstack-compute-node=enabled", "openvswitch=enabled", "sriov=enabled"},
+			"compute-1":    {"openstack-compute-node=enabled", "openvswitch=enabled"},
+		} {
+			labels := mustK("get", "node", node, "-o", "jsonpath={.metadata.labels}")
+			for _, l := range want {
+				kv := strings.SplitN(l, "=", 2)
+				if !strings.Contains(labels, fmt.Sprintf("%q:%q", kv[0], kv[1])) {
+					t.Errorf("%s lacks label %s: %s", node, l, labels)
+				}
+			}
+		}
+		// schedulableControllers: no control-plane taint on the controllers.
+		if taints := mustK("get", "node", "controller-0", "-o", "jsonpath={.spec.taints}"); strings.Contains(taints, "NoSchedule") {
+			t.Errorf("controller-0 taints %s", taints)
+		}
+	})
+
+	t.Run("pods on two hosts reach each other, a Service and DNS", func(t *testing.T) {
+		mustK("-n", "kube-system", "wait", "--for=condition=Ready", "pod", "-l", "k8s-app=kube-dns", "--timeout=120s")
+		mustK("apply", "-f", filepath.Join("testdata", "hello.yaml"))
+		mustK("wait", "--for=condition=Ready", "pod/hello-0", "pod/hello-1", "--timeout=120s")
+		ip1 := mustK("get", "pod", "hello-1", "-o", "jsonpath={.status.podIP}")
+		if out := mustK("exec", "hello-0", "--", "hello", "get", "http://"+ip1+":8080/"); !strings.Contains(out, "hello from hello-1") {
+			t.Errorf("compute-0 -> compute-1 pod: %q", out)
+		}
+		poll.Until(t, 30*time.Second, "the Service answers", func() error {
+			out, err := k("exec", "hello-0", "--", "hello", "get", "http://hello.default.svc.cluster.local/")
+			if err != nil || !strings.Contains(out, "hello from") {
+				return fmt.Errorf("%v %s", err, out)
+			}
+			return nil
+		})
+		if out := mustK("exec", "hello-1", "--", "hello", "resolve", "hello.default.svc.cluster.local"); !strings.Contains(out, mustK("get", "svc", "hello", "-o", "jsonpath={.spec.clusterIP}")) {
+			t.Errorf("DNS: %q", out)
+		}
+	})
+
+	t.Run("re-applying the manifest and restarting agents re-run nothing", func(t *testing.T) {
+		before := e.finished()
+		manifest, err := os.ReadFile(filepath.Join(l.Dir, "site.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.apply(string(manifest))
+		for _, h := range l.Hosts() {
+			if _, err := l.Systemctl(ctx, h, "restart", "plinth-agent"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.waitReady(2 * time.Minute)
+		time.Sleep(3 * time.Second) // a re-run would start within the agents' first fetch
+		for id, at := range e.finished() {
+			if !at.Equal(before[id]) {
+				t.Errorf("%s ran again (finished %s, was %s)", id, at, before[id])
+			}
+		}
+	})
+
+	t.Run("losing controller-0 keeps the API, etcd and the coordinators; it returns by itself", func(t *testing.T) {
+		c0 := l.Host("controller-0")
+		if err := c0.Machine.Poweroff(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lost := time.Now()
+		// The VIP moves to controller-1 and the API answers through it.
+		poll.Until(t, 60*time.Second, "API through the VIP without controller-0", func() error {
+			_, err := k("get", "--raw", "/readyz")
+			return err
+		})
+		t.Logf("FIGURE controller-0 off -> API answers through the VIP again: %s", time.Since(lost).Round(100*time.Millisecond))
+		if out := mustK("get", "node", "compute-1", "-o", "name"); out != "node/compute-1" {
+			t.Errorf("reads through the VIP: %q", out)
+		}
+		mustK("create", "configmap", "written-without-controller-0", "--from-literal=k=v") // etcd has quorum
+		poll.Until(t, 60*time.Second, "the Site names controller-0", func() error {
+			var site *state.SiteRecord
+			if _, err := e.cl.Do(ctx, "GET", "/v1/site?consistent", nil, &site); err != nil || site == nil {
+				return fmt.Errorf("read the site: %v", err)
+			}
+			r := plan.Find(site.Site.Status.Conditions, api.ConditionReady)
+			if r == nil || r.Status != api.ConditionFalse || !strings.Contains(r.Message, "controller-0") {
+				return fmt.Errorf("Site Ready %+v", r)
+			}
+			return nil
+		})
+		if err := c0.Machine.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		e.waitReady(4 * time.Minute)
+		t.Logf("FIGURE controller-0 back -> Site Ready: %s", time.Since(began).Round(100*time.Millisecond))
+		mustK("wait", "--for=condition=Ready", "node/controller-0", "--timeout=120s")
+	})
+}
+
+// finished maps every step to when it last finished.
+func (e *labEnv) finished() map[string]time.Time {
+	e.t.Helper()
+	var steps []plan.Record
+	if _, err := e.cl.Do(e.ctx, "GET", "/v1/steps", nil, &steps); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	for _, s := range steps {
+		out[s.ID] = s.FinishedAt
+	}
+	return out
+}
