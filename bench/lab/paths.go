@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/plinth-dev/plinth/pkg/nspawn"
 )
 
 // defaultBundleGlob is where `make bundle` leaves site bundles, seen from bench/.
@@ -70,26 +71,9 @@ func fileExists(p string) bool {
 
 // mountsUnder lists the mount points at or below dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 5 {
-			continue
-		}
-		mp := strings.ReplaceAll(fs[4], `\040`, " ")
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
+	out, err := nspawn.MountPoints(dir)
 	sort.Sort(sort.Reverse(sort.StringSlice(out)))
-	return out, sc.Err()
+	return out, err
 }
 
 // removeScratch deletes dir unless something is still mounted below it: a host's

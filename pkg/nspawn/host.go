@@ -286,7 +286,7 @@ func (h *Host) prepareLocked() error {
 		}
 	}
 	root := h.Root()
-	if mps, err := mountPoints(root); err != nil {
+	if mps, err := MountPoints(root); err != nil {
 		return fmt.Errorf("nspawn: host %s: %w", c.Name, err)
 	} else if len(mps) == 0 {
 		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", c.Rootfs, h.upper(), filepath.Join(md, "work"))

@@ -179,7 +179,7 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 	if h1.Running() {
 		t.Fatal("h1 still running after poweroff")
 	}
-	if mps, _ := mountPoints(h1.Config().MachineDir); len(mps) != 0 {
+	if mps, _ := MountPoints(h1.Config().MachineDir); len(mps) != 0 {
 		t.Errorf("mounted after poweroff: %v", mps)
 	}
 	if len(pidsInNS(ns0)) != 0 {

@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountPoints returns the mount points of /proc/self/mountinfo at or under dir.
-func mountPoints(dir string) ([]string, error) {
+// MountPoints returns the mount points of /proc/self/mountinfo at or under dir, in
+// mount order (unmount them last first).
+func MountPoints(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func unescapeMount(s string) string {
 // unmountUnder unmounts everything at or under dir, deepest first.
 func unmountUnder(dir string) error {
 	for attempt := 0; attempt < 3; attempt++ {
-		mps, err := mountPoints(dir)
+		mps, err := MountPoints(dir)
 		if err != nil || len(mps) == 0 {
 			return err
 		}
@@ -69,7 +70,7 @@ func unmountUnder(dir string) error {
 			}
 		}
 	}
-	mps, err := mountPoints(dir)
+	mps, err := MountPoints(dir)
 	if err != nil {
 		return err
 	}
