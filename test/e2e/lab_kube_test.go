@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,23 +22,7 @@ import (
 // and that losing controller-0 keeps the API (VIP), etcd and the coordinators up,
 // with the Site's conditions naming controller-0, until it comes back.
 func TestLabKubernetes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: it boots hosts with systemd-nspawn")
-	}
-	for _, tool := range []string{"ip", "nft", "systemd-nspawn", "debootstrap"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the lab needs %s (make deps installs it)", tool)
-		}
-	}
-	bundleFile := siteBundle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	t.Cleanup(cancel)
-	l := newLab(t)
-	dir, err := lab.UnpackBundle(ctx, bundleFile, bundleCache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.BundleDir = dir
+	l, ctx := bootedLab(t, 15*time.Minute)
 	// The demo's own manifest on the demo's addresses, under a prefix of its own.
 	spec := lab.DefaultSpec(filepath.Join("..", "..", "examples", "lab", "site.yaml"))
 	start := time.Now()

@@ -146,7 +146,9 @@ func (e *labEnv) waitReady(timeout time.Duration) {
 	}
 }
 
-func startLab(t *testing.T) *labEnv {
+// bootedLab skips unless this machine can boot lab hosts, and returns a lab that
+// installs from the site bundle; ctx bounds the whole test.
+func bootedLab(t *testing.T, timeout time.Duration) (*lab.Lab, context.Context) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the lab needs root: it boots hosts with systemd-nspawn and creates network namespaces, veth pairs and a bridge")
@@ -157,11 +159,7 @@ func startLab(t *testing.T) *labEnv {
 		}
 	}
 	bundleFile := siteBundle(t)
-	before, err := machinestate.Take(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	l := newLab(t)
 	dir, err := lab.UnpackBundle(ctx, bundleFile, bundleCache)
@@ -169,6 +167,16 @@ func startLab(t *testing.T) *labEnv {
 		t.Fatal(err)
 	}
 	l.BundleDir = dir
+	return l, ctx
+}
+
+func startLab(t *testing.T) *labEnv {
+	t.Helper()
+	l, ctx := bootedLab(t, 12*time.Minute)
+	before, err := machinestate.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// 10.n.0.0/24 and the next two /24s; never the demo's 10.211 (make demo may run).
 	n := 100 + 3*rand.IntN(37)
 	spec := lab.DefaultSpec("")
