@@ -227,6 +227,53 @@ func TestInitDriverCleansUpOnlyItsOwnFailedInit(t *testing.T) {
 	}
 }
 
+// kubeadm init killed after it wrote every file and the API came up, before it
+// returned: the attempt marker says its last phases may be missing, so the retry resets
+// and runs init again instead of taking the half-initialised control plane as done.
+func TestInitDriverRedoesAnInitThatNeverReturned(t *testing.T) {
+	h := newFakeHost(t)
+	sec := newSecrets()
+	raw := stepInputs(t, sec, "ctl-0/kube.init")
+	var in kubesteps.InitInputs
+	_ = json.Unmarshal(raw, &in)
+	ca, _ := certs.NewCA("kubernetes", time.Now())
+	d := NewInitDriver(filepath.Join(h.root, "state"), h.opts...)
+	ctx := context.Background()
+	h.run.effects["kubeadm init --config"] = func() error {
+		h.write(apiServerManifest, "pod")
+		h.write(adminConf, "admin")
+		h.node("ctl-0")
+		return errors.New("signal: killed")
+	}
+	if res := driver.Run(ctx, d, raw); res.OK() {
+		t.Fatalf("killed init: %+v", res)
+	}
+	h.run.take()
+	cs, err := d.Diff(ctx, raw)
+	if err != nil || len(cs) != 2 || !strings.HasPrefix(cs[0].Summary, "clean up after a failed kube.init") ||
+		!strings.HasPrefix(cs[1].Summary, "kubeadm init") {
+		t.Fatalf("retry plan: %s %v", summaries(cs), err)
+	}
+	h.run.effects["kubeadm init --config"] = func() error {
+		h.write(apiServerManifest, "pod")
+		h.write(adminConf, "admin")
+		h.write(pkiDir+"/ca.crt", ca)
+		h.secret(tokenSecret(tokenID(in.Token)), map[string]string{"token-id": tokenID(in.Token), "description": TokenDescription})
+		h.secret("kubeadm-certs", nil)
+		return nil
+	}
+	h.run.effects["kubeadm reset"] = func() error { return os.RemoveAll(h.p.Join(manifestsDir)) }
+	if res := driver.Run(ctx, d, raw); !res.OK() {
+		t.Fatalf("retry: %+v", res)
+	}
+	if cmds := h.run.take(); len(cmds) < 2 || !strings.HasPrefix(cmds[0], "kubeadm reset") || !strings.HasPrefix(cmds[1], "kubeadm init --config") {
+		t.Fatalf("retry commands: %v", cmds)
+	}
+	if d.o.attempted(d.Kind()) {
+		t.Fatal("a successful init must clear its attempt marker")
+	}
+}
+
 func TestJoinDriverNeverRejoinsAMember(t *testing.T) {
 	h := newFakeHost(t)
 	sec := newSecrets()

@@ -43,17 +43,21 @@ func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 		return nil, err
 	}
 	docs, err := InitConfig(in, d.o.paths)
-	docs = docs.ForHost(d.o.profile)
 	if err != nil {
 		return nil, driver.Permanent(err)
 	}
+	docs = docs.ForHost(d.o.profile)
 	cfg, err := docs.YAML()
 	if err != nil {
 		return nil, driver.Permanent(err)
 	}
 	cs := d.o.configChanges("kubeadm init configuration", initConfigFile, cfg, in.Node)
 
-	if !exists(d.o.paths.Join(adminConf)) || !exists(d.o.paths.Join(apiServerManifest)) {
+	// An attempt marker means the last kubeadm init never returned success (killed, or
+	// failed late): its later phases (uploaded config, RBAC, tokens, addons) may be
+	// missing even though the API answers. No node can have joined (joins need this
+	// step's outputs), so resetting and running init again is always safe.
+	if d.o.attempted(d.Kind()) || !exists(d.o.paths.Join(adminConf)) || !exists(d.o.paths.Join(apiServerManifest)) {
 		clean, err := d.o.cleanupChange(d.Kind(), in.Cluster.CRISocket)
 		if err != nil {
 			return nil, err

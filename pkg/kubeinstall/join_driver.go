@@ -56,10 +56,10 @@ func (d *JoinDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 		return nil, err
 	}
 	j, err := JoinConfig(in, d.o.paths)
-	j = JoinForHost(j, d.o.profile)
 	if err != nil {
 		return nil, driver.Permanent(err)
 	}
+	j = JoinForHost(j, d.o.profile)
 	cfg, err := JoinYAML(j)
 	if err != nil {
 		return nil, driver.Permanent(err)
