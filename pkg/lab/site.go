@@ -223,17 +223,23 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 		}
 	}
 	if spec.Manifest != "" {
-		manifest, err := l.withBundle(spec.Manifest)
-		if err != nil {
-			return err
-		}
-		out, err := l.CLI(ctx, "apply", "-f", manifest)
+		out, err := l.Apply(ctx, spec.Manifest)
 		if err != nil {
 			return err
 		}
 		say("applied %s:\n%s", spec.Manifest, strings.TrimRight(out, "\n"))
 	}
 	return nil
+}
+
+// Apply applies a site manifest with the lab's bundle filled in (the filled-in copy
+// is in Dir, under the manifest's name) and returns what the CLI printed.
+func (l *Lab) Apply(ctx context.Context, manifest string) (string, error) {
+	m, err := l.withBundle(manifest)
+	if err != nil {
+		return "", err
+	}
+	return l.CLI(ctx, "apply", "-f", m)
 }
 
 // WaitSiteReady follows the site with blocking queries and prints a host × step

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +24,46 @@ import (
 // with the Site's conditions naming controller-0, until it comes back.
 func TestLabKubernetes(t *testing.T) {
 	l, ctx := bootedLab(t, 15*time.Minute)
-	// The demo's own manifest on the demo's addresses, under a prefix of its own.
-	spec := lab.DefaultSpec(filepath.Join("..", "..", "examples", "lab", "site.yaml"))
+	// The demo's own manifest on the demo's addresses, under a prefix of its own. Up
+	// boots and installs; the apply waits until the failure below is armed.
+	manifest := filepath.Join("..", "..", "examples", "lab", "site.yaml")
 	start := time.Now()
-	if err := l.Up(ctx, spec, testLog{t}); err != nil {
+	if err := l.Up(ctx, lab.DefaultSpec(""), testLog{t}); err != nil {
 		t.Fatal(err)
 	}
+	// A failed kube.init, induced: kubeadm is killed on controller-0 once it has
+	// written the cluster CA, leaving half a control plane behind.
+	killed := make(chan error, 1)
+	go func() {
+		_, err := l.Exec(ctx, l.Host("controller-0"), "sh", "-c",
+			"until [ -e /etc/kubernetes/pki/ca.crt ]; do sleep 0.02; done; pkill -KILL -x kubeadm")
+		killed <- err
+	}()
 	applied := time.Now()
+	if out, err := l.Apply(ctx, manifest); err != nil {
+		t.Fatalf("apply: %v %s", err, out)
+	}
+	select {
+	case err := <-killed:
+		if err != nil {
+			t.Fatalf("killing kubeadm init: %v", err)
+		}
+	case <-time.After(4 * time.Minute):
+		t.Fatal("kubeadm init never started on controller-0")
+	}
+	// And, in the middle of the bootstrap, the leader coordinator dies (kill -9).
+	leader, err := l.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Coordinator(leader).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubeadm init killed on controller-0 and leader coordinator %s killed %s after apply", leader, time.Since(applied).Round(100*time.Millisecond))
 	if err := l.WaitSiteReady(ctx, nil, 6*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("FIGURE apply -> Site Ready with a Kubernetes cluster: %s (lab up to Ready %s)",
+	t.Logf("FIGURE apply -> Site Ready with a Kubernetes cluster, through a failed kube.init and a killed leader: %s (lab up to Ready %s)",
 		time.Since(applied).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	cl, err := l.Client()
 	if err != nil {
@@ -57,6 +87,31 @@ func TestLabKubernetes(t *testing.T) {
 		}
 		return out
 	}
+
+	t.Run("the killed kube.init was reset and retried; the killed coordinator came back", func(t *testing.T) {
+		var steps []plan.Record
+		if _, err := e.cl.Do(ctx, "GET", "/v1/steps", nil, &steps); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(steps, func(r plan.Record) bool { return r.ID == "controller-0/kube.init" })
+		if i < 0 || steps[i].LastResult == nil || !strings.Contains(strings.Join(steps[i].LastResult.Changes, "\n"), "clean up after a failed kube.init") {
+			t.Errorf("kube.init's successful run did not clean up first: %+v", steps[i:min(i+1, len(steps))])
+		}
+		var evs []state.Event
+		if _, err := e.cl.Do(ctx, "GET", "/v1/events", nil, &evs); err != nil {
+			t.Fatal(err)
+		}
+		failed := false
+		for _, ev := range evs {
+			failed = failed || (ev.Reason == "StepFailed" && ev.Object == "step/controller-0/kube.init")
+		}
+		if !failed {
+			t.Error("no StepFailed event for the killed kube.init")
+		}
+		if n, err := l.Systemctl(ctx, l.Host(leader), "show", "--property=NRestarts", "--value", "plinth-coordinator"); err != nil || strings.TrimSpace(n) == "0" {
+			t.Errorf("the killed coordinator on %s was not restarted by systemd: %q %v", leader, n, err)
+		}
+	})
 
 	t.Run("four nodes Ready with OpenStack-Helm labels; the witness is no node", func(t *testing.T) {
 		nodes := mustK("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -120,6 +175,35 @@ func TestLabKubernetes(t *testing.T) {
 		for id, at := range e.finished() {
 			if !at.Equal(before[id]) {
 				t.Errorf("%s ran again (finished %s, was %s)", id, at, before[id])
+			}
+		}
+	})
+
+	t.Run("changing a label re-runs only that node's kube.labels", func(t *testing.T) {
+		before := e.finished()
+		b, err := os.ReadFile(filepath.Join(l.Dir, "site.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const at = "  labels:\n    openstack-compute-node: enabled\n  interfaces:"
+		i := strings.Index(string(b), "name: compute-1\n")
+		j := strings.Index(string(b)[max(i, 0):], at)
+		if i < 0 || j < 0 {
+			t.Fatal("site.yaml: compute-1's labels not found")
+		}
+		j += i
+		e.apply(string(b[:j]) + "  labels:\n    openstack-compute-node: enabled\n    plinth.dev/rack: r2\n  interfaces:" + string(b[j+len(at):]))
+		poll.Until(t, 90*time.Second, "compute-1 labelled", func() error {
+			out, err := k("get", "node", "compute-1", "-o", `jsonpath={.metadata.labels.plinth\.dev/rack}`)
+			if err != nil || out != "r2" {
+				return fmt.Errorf("rack label %q %v", out, err)
+			}
+			return nil
+		})
+		e.waitReady(time.Minute)
+		for id, at := range e.finished() {
+			if changed := !at.Equal(before[id]); changed != (id == "controller-0/kube.labels/compute-1") {
+				t.Errorf("%s: finished %s, was %s", id, at, before[id])
 			}
 		}
 	})
