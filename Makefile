@@ -14,7 +14,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 # The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
 BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
-.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab clean
+.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -70,7 +70,7 @@ demo: bundle ## run the lab: booted hosts installed from the site bundle, until 
 demo-down: ## remove every host, namespace, mount, cgroup, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
 
-bench: bench-consensus bench-network bench-ovs bench-ceph bench-lab ## all benchmarks (figures, not assertions)
+bench: bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube ## all benchmarks (figures, not assertions)
 
 bench-consensus: ## failover time and write throughput vs a 3-member etcd
 	./scripts/bench-consensus.sh
@@ -80,6 +80,9 @@ bench-ovs: ## OVS-DPDK host config: driver vs the equivalent ovs-vsctl calls
 
 bench-lab: ## lab on booted hosts: rootfs, boot, install, up -> enrolled, apply -> Ready, idle RSS/CPU, memory per host, dead-agent detection
 	./scripts/bench-lab.sh
+
+bench-kube: ## lab Kubernetes: apply -> every node Ready per phase, memory per host, ratio to kubeadm init/join run directly (the demo's addresses: not beside make demo)
+	./scripts/bench-lab.sh -kube -manifest $(CURDIR)/examples/lab/site.yaml
 
 bench-ceph: ## Ceph: default OpenStack pools and users, driver vs the ceph/rbd CLI
 	$(GO) test -tags "$(TAGS)" -run '^$$' -bench OpenStackPools -benchtime 3x ./pkg/ceph/librados/

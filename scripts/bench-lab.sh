@@ -7,6 +7,7 @@
 # (systemd-nspawn, network namespaces, veth pairs, a bridge) and the site bundle.
 #
 #   scripts/bench-lab.sh [flags for bench/lab, e.g. -idle 30s -kill-runs 3 -cold-rootfs -v]
+#   scripts/bench-lab.sh -kube -manifest examples/lab/site.yaml   (make bench-kube)
 #
 # It runs `make bundle` first (cached: under a minute when warm) and benchmarks the
 # newest dist/plinth-bundle-*.tar; PLINTH_BUNDLE=FILE skips the build and uses FILE.

@@ -52,6 +52,8 @@ type options struct {
 	verbose     bool          // print the host x step progress tables
 	keep        bool          // keep the scratch directory (logs) for debugging
 	cleanupOnly string        // remove a lab left behind in this directory, then exit
+	kube        bool          // the Kubernetes run (make bench-kube) instead of the site run
+	manifest    string        // the -kube run's site manifest
 }
 
 func main() {
@@ -71,6 +73,8 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print the host x step progress table while waiting for Ready")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory and its logs (the lab itself is always taken down)")
 	flag.StringVar(&o.cleanupOnly, "cleanup", "", "take down a lab recorded in this directory (lab.json), remove it, and exit")
+	flag.BoolVar(&o.kube, "kube", false, "the Kubernetes run (make bench-kube): apply MANIFEST -> every node Ready per phase, memory per host, and the kubeadm floor on the same hosts; uses the demo's addresses")
+	flag.StringVar(&o.manifest, "manifest", "../examples/lab/site.yaml", "the -kube run's site manifest (it declares Kubernetes)")
 	flag.Parse()
 	if o.cleanupOnly != "" {
 		if err := lab.DownDir(context.Background(), o.cleanupOnly); err != nil {
@@ -101,7 +105,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	start := time.Now()
-	err := run(ctx, o)
+	var err error
+	if o.kube {
+		err = runKube(ctx, o)
+	} else {
+		err = run(ctx, o)
+	}
 	fmt.Printf("\ntotal time: %s\n", time.Since(start).Round(time.Second))
 	if err != nil {
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
@@ -113,12 +122,19 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options) (err error) {
+// withLab makes the scratch directory and the lab, runs body, and always takes the
+// lab down (printing diagnostics first when body failed).
+func withLab(ctx context.Context, o options, body func(*bench) error) (err error) {
 	dir, err := os.MkdirTemp(o.dir, "plinth-bench-lab-")
 	if err != nil {
 		return err
 	}
-	b, err := newBench(ctx, o, dir)
+	var b *bench
+	if o.kube {
+		b, err = kubeLab(ctx, o, dir)
+	} else {
+		b, err = newBench(ctx, o, dir)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return err
@@ -142,6 +158,14 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}()
 	printSetup(o, b)
+	return body(b)
+}
+
+func run(ctx context.Context, o options) error {
+	return withLab(ctx, o, func(b *bench) error { return runSite(ctx, o, b) })
+}
+
+func runSite(ctx context.Context, o options, b *bench) (err error) {
 	res := &results{}
 
 	fmt.Println("\n== 0. rootfs, boot, install: the lab up to every host enrolled")

@@ -38,6 +38,16 @@ func resolvePaths(o *options) error {
 	if _, err := os.Stat(o.bundle); err != nil {
 		return fmt.Errorf("-bundle: %w (make bundle builds dist/plinth-bundle-VERSION.tar)", err)
 	}
+	if o.kube {
+		m, err := filepath.Abs(o.manifest)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(m); err != nil {
+			return fmt.Errorf("-manifest: %w (the lab's site manifest is examples/lab/site.yaml)", err)
+		}
+		o.manifest = m
+	}
 	if o.runcWrapper == "" {
 		if p := filepath.Join(o.bin, "runc-lab"); fileExists(p) {
 			o.runcWrapper = p
