@@ -290,22 +290,10 @@ func (r *kubeRenderer) node(h api.Host, controlPlane bool) kubesteps.Node {
 	return n
 }
 
-// dpdk reports whether the host runs the OVS-DPDK datapath: the site asks for DPDK and
-// the host carries a data network.
+// dpdk reports whether the host runs the OVS-DPDK datapath (the vswitch rule).
 func (r *kubeRenderer) dpdk(h api.Host) bool {
-	ovs := r.in.site.Spec.OVS
-	return ovs != nil && ovs.DPDK && r.dataHost(h)
-}
-
-func (r *kubeRenderer) dataHost(h api.Host) bool {
-	for _, ifc := range h.Spec.Interfaces {
-		for _, n := range ifc.Networks {
-			if r.in.nets[n].Role == api.NetworkData {
-				return true
-			}
-		}
-	}
-	return false
+	_, d := vswitch(r.in.site, h, r.in.nets)
+	return d.Enabled
 }
 
 // labels are the OpenStack-Helm node labels from roles and the manifest; a host's own
@@ -318,7 +306,7 @@ func (r *kubeRenderer) labels(h api.Host, controlPlane bool) map[string]string {
 	if slices.Contains(h.Spec.Roles, api.RoleWorker) {
 		l["openstack-compute-node"] = "enabled"
 	}
-	if r.in.site.Spec.OVS != nil && r.dataHost(h) {
+	if runs, _ := vswitch(r.in.site, h, r.in.nets); runs {
 		l["openvswitch"] = "enabled"
 	}
 	if r.k.Node(h.Metadata.Name).SRIOV {

@@ -208,10 +208,10 @@ func HugepagesInputs(site *api.Site, h api.Host, nets map[string]api.Network) ho
 			out.Pages = append(out.Pages, host.HugepageSpec{SizeKB: size, Node: p.Node, Count: p.Count})
 		}
 	}
-	if len(out.Pages) > 0 || site == nil || site.Spec.OVS == nil || !isDataHost(h, nets) {
+	if len(out.Pages) > 0 {
 		return out
 	}
-	dpdk, _ := OVSInputs(site.Spec.OVS, h.Spec.OVS)
+	_, dpdk := vswitch(site, h, nets)
 	if !dpdk.Enabled {
 		return out
 	}

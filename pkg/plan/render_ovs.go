@@ -23,7 +23,7 @@ func renderOVS(in renderInput) ([]Step, error) {
 	}
 	var steps []Step
 	for _, h := range in.hosts {
-		if !isDataHost(h, in.nets) {
+		if runs, _ := vswitch(in.site, h, in.nets); !runs {
 			continue
 		}
 		name := h.Metadata.Name
@@ -43,6 +43,18 @@ func renderOVS(in renderInput) ([]Step, error) {
 		steps = append(steps, ds, bs)
 	}
 	return steps, nil
+}
+
+// vswitch is the one rule for Open vSwitch on a host: it runs on a data host of a
+// site that declares ovs, with DPDK as the host's effective settings say (the site's,
+// with the host's own on top). The OVS steps, hugepages, the openvswitch node label
+// and kubelet's reserved CPUs all follow it, so they can never disagree.
+func vswitch(site *api.Site, h api.Host, nets map[string]api.Network) (runs bool, dpdk ovsspec.DPDKInputs) {
+	if site == nil || site.Spec.OVS == nil || !isDataHost(h, nets) {
+		return false, ovsspec.DPDKInputs{}
+	}
+	dpdk, _ = OVSInputs(site.Spec.OVS, h.Spec.OVS)
+	return true, dpdk
 }
 
 // isDataHost reports whether h carries a data network or has OVS settings of its own.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
@@ -204,5 +206,53 @@ func TestRenderHugepagesFromDPDK(t *testing.T) {
 	}
 	if d := byID["compute-0/ovs.dpdk"].Deps; !slices.Contains(d, "compute-0/host.hugepages") {
 		t.Errorf("ovs.dpdk deps %v", d)
+	}
+}
+
+// Every consumer of the vswitch rule agrees on every kind of host: the OVS steps,
+// the openvswitch label, the DPDK datapath, hugepages and kubelet's reserved CPUs.
+func TestVswitchRuleAgreesEverywhere(t *testing.T) {
+	off := false
+	for _, tc := range []struct {
+		name       string
+		network    string
+		ovs        *api.HostOVS
+		runs, dpdk bool
+	}{
+		{"data network", "data", nil, true, true},
+		{"no data network", "cluster", nil, false, false},
+		{"spec.ovs of its own, no data network", "cluster", &api.HostOVS{}, true, true},
+		{"data network, DPDK off for the host", "data", &api.HostOVS{DPDK: &off}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, hs := kubeSite(false, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10", DPDKReservedCPUs: "0-1"})
+			s.Spec.OVS.SocketMemMB = []int{1024}
+			h := &hs[2] // compute-0
+			h.Spec.Interfaces = []api.Interface{{Name: "eth1", Networks: []string{"cluster"}, Addresses: []string{"10.50.0.21/24"}}}
+			if tc.network == "data" {
+				h.Spec.Interfaces = append(h.Spec.Interfaces, api.Interface{Name: "eth2", Networks: []string{"data"}, Addresses: []string{"10.60.0.21/24"}})
+			}
+			h.Spec.OVS = tc.ovs
+			steps, err := Render(s, hs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byID := map[string]Step{}
+			for _, st := range steps {
+				byID[st.ID] = st
+			}
+			dpdkStep, hasOVS := byID["compute-0/ovs.dpdk"]
+			labels := inputsOf[kubesteps.LabelsInputs](t, byID["ctl-0/kube.labels/compute-0"]).Labels
+			join := inputsOf[kubesteps.JoinInputs](t, byID["compute-0/kube.join"])
+			hp, hasHP := byID["compute-0/host.hugepages"]
+			pages := hasHP && len(inputsOf[host.HugepagesInputs](t, hp).Pages) > 0
+			if hasOVS != tc.runs || (labels["openvswitch"] == "enabled") != tc.runs {
+				t.Errorf("OVS steps %v, openvswitch label %q; want OVS %v", hasOVS, labels["openvswitch"], tc.runs)
+			}
+			dpdk := hasOVS && inputsOf[ovsspec.DPDKInputs](t, dpdkStep).Enabled
+			if dpdk != tc.dpdk || (join.Node.ReservedCPUs != "") != tc.dpdk || pages != tc.dpdk {
+				t.Errorf("DPDK %v, reserved CPUs %q, hugepages %v; want DPDK %v", dpdk, join.Node.ReservedCPUs, pages, tc.dpdk)
+			}
+		})
 	}
 }
