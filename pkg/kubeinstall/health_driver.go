@@ -22,16 +22,24 @@ import (
 // healthTimeout bounds each request of a health check, so a dead VIP fails fast.
 const healthTimeout = 5 * time.Second
 
+// healthWait bounds how long one run of kube.health waits for the cluster to become
+// healthy (nodes turn Ready a few seconds after their joins, once the pod network
+// is up), so the step finishes when the cluster does rather than at a retry backoff.
+const healthWait = 2 * time.Minute
+
 // HealthDriver runs kube.health: it checks, with the admin kubeconfig, that the API
 // answers /readyz through the control-plane endpoint (the VIP) and that every expected
-// node is Ready. It changes nothing: every problem is a Change without Apply, so a
-// failing first run is a retryable failure and a later problem is drift, both naming
-// what is wrong.
-type HealthDriver struct{ o *options }
+// node is Ready. It changes nothing: its one Change, when something is wrong, names
+// every problem and waits (up to healthWait) for the cluster to heal itself, so a
+// first run ends as soon as the cluster is healthy, and a later problem is drift.
+type HealthDriver struct {
+	o    *options
+	wait time.Duration
+}
 
 // NewHealthDriver returns the kube.health driver.
 func NewHealthDriver(stateDir string, opts ...Option) *HealthDriver {
-	return &HealthDriver{o: newOptions(stateDir, opts)}
+	return &HealthDriver{o: newOptions(stateDir, opts), wait: healthWait}
 }
 
 // Kind implements driver.Driver.
@@ -43,6 +51,44 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
+	problems, err := d.check(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	// One Change per problem; each waits for the whole cluster, so the first to run
+	// does the waiting and the rest find nothing left.
+	cs := make([]driver.Change, 0, len(problems))
+	for _, p := range problems {
+		cs = append(cs, driver.Change{Summary: p, Apply: func(ctx context.Context) error { return d.await(ctx, in) }})
+	}
+	return cs, nil
+}
+
+// await polls the cluster until it is healthy, or fails after d.wait naming what is
+// still wrong.
+func (d *HealthDriver) await(ctx context.Context, in kubesteps.HealthInputs) error {
+	deadline := time.Now().Add(d.wait)
+	for {
+		left, err := d.check(ctx, in)
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("kube.health: still unhealthy after waiting %s: %s", d.wait, strings.Join(left, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// check lists what is wrong with the cluster; an error means the inputs are unusable.
+func (d *HealthDriver) check(ctx context.Context, in kubesteps.HealthInputs) ([]string, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(in.Kubeconfig))
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.health: kubeconfig: %w", err))
@@ -60,7 +106,7 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 		via = "the control-plane endpoint " + in.Endpoint
 	}
 	if err := readyz(ctx, hc, in.Endpoint); err != nil {
-		return []driver.Change{{Summary: fmt.Sprintf("API not reachable through %s: %v", via, err)}}, nil
+		return []string{fmt.Sprintf("API not reachable through %s: %v", via, err)}, nil
 	}
 	c, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
@@ -70,19 +116,19 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 	defer cancel()
 	list, err := c.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
 	if err != nil {
-		return []driver.Change{{Summary: fmt.Sprintf("cannot list nodes through %s: %v", via, err)}}, nil
+		return []string{fmt.Sprintf("cannot list nodes through %s: %v", via, err)}, nil
 	}
 	nodes := map[string]*corev1.Node{}
 	for i := range list.Items {
 		nodes[list.Items[i].Name] = &list.Items[i]
 	}
-	var cs []driver.Change
+	var problems []string
 	for _, name := range in.Nodes {
 		if why := notReady(nodes[name]); why != "" {
-			cs = append(cs, driver.Change{Summary: fmt.Sprintf("node %s is not Ready: %s", name, why)})
+			problems = append(problems, fmt.Sprintf("node %s is not Ready: %s", name, why))
 		}
 	}
-	return cs, nil
+	return problems, nil
 }
 
 // readyz asks the API server whether it is ready to serve.
