@@ -281,8 +281,22 @@ func (b *bench) kubeadmFloor(ctx context.Context, steps []plan.Record, k func(..
 	if err := sh(initHost, "kubeadm init --config /etc/plinth/kubeadm/init.yaml --upload-certs >/dev/null"); err != nil {
 		return r, err
 	}
+	// A script, too, must wait for the endpoint the joins use: keepalived moves the VIP
+	// back to the controller whose API server answers.
+	for {
+		out, err := k("get", "--raw", "/readyz")
+		if err == nil {
+			break
+		}
+		if time.Since(start) > b.o.readyWait {
+			return r, fmt.Errorf("the API does not answer through %s: %v %s", cluster.Endpoint, err, out)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return r, err
+		}
+	}
 	r.init = time.Since(start)
-	say("floor: kubeadm init on %s %.1fs", initHost, r.init.Seconds())
+	say("floor: kubeadm init on %s, then the API through %s: %.1fs", initHost, cluster.Endpoint, r.init.Seconds())
 	var wg sync.WaitGroup
 	errs := make([]error, len(joins)+1)
 	for i, n := range joins {
@@ -336,7 +350,7 @@ func printKube(r kubeResult) {
 	fmt.Fprintf(tw, "Plinth: apply -> every node Ready\t%.1fs\t<= 60s\t\n", r.nodesReady.Seconds())
 	fmt.Fprintf(tw, "Plinth: apply -> Site Ready (labels, health checked)\t%.1fs\t\t\n", r.siteReady.Seconds())
 	fmt.Fprintf(tw, "Plinth: kube.init start -> every node Ready\t%.1fs\t\t\n", r.fromInit.Seconds())
-	fmt.Fprintf(tw, "floor: kubeadm init\t%.1fs\t\t\n", r.floor.init.Seconds())
+	fmt.Fprintf(tw, "floor: kubeadm init, API through the endpoint\t%.1fs\t\t\n", r.floor.init.Seconds())
 	fmt.Fprintf(tw, "floor: joins (parallel) + flannel apply\t%.1fs\t\t\n", r.floor.joins.Seconds())
 	fmt.Fprintf(tw, "floor: then every node Ready\t%.1fs\t\t\n", r.floor.ready.Seconds())
 	fmt.Fprintf(tw, "floor: kubeadm init -> every node Ready\t%.1fs\t\t\n", r.floor.total.Seconds())

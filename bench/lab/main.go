@@ -157,7 +157,9 @@ func withLab(ctx context.Context, o options, body func(*bench) error) (err error
 			fmt.Fprintln(os.Stderr, "lab:", rerr)
 		}
 	}()
-	printSetup(o, b)
+	if !o.kube {
+		printSetup(o, b)
+	}
 	return body(b)
 }
 
