@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,82 +39,24 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m.Default()
-	var diff []string
-	var verr error
-	s.cfg.Store.Read(func(v state.View) {
-		diff, verr = PlanDiff(v, req.File, m)
-	})
-	if verr != nil {
-		return verr
+	cmd, err := state.Encode(state.CmdApplyManifest, time.Now(), state.ApplyManifest{File: req.File, Manifest: *m})
+	if err != nil {
+		return err
+	}
+	// The plan is the FSM's own apply, run on a copy of the state.
+	diff, err := s.cfg.Store.DryRun(cmd)
+	if err != nil {
+		return err
 	}
 	if req.DryRun {
 		writeJSON(w, http.StatusOK, ApplyResponse{DryRun: true, Plan: diff})
 		return nil
 	}
-	if err := s.propose(r.Context(), state.CmdApplyManifest, state.ApplyManifest{File: req.File, Manifest: *m}); err != nil {
+	if _, err := s.commit(r.Context(), cmd); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ApplyResponse{Plan: diff, Index: s.cfg.Store.Index()})
 	return nil
-}
-
-// PlanDiff validates m against the stored state and describes what applying it would
-// change: spec generations and steps added, re-run or removed.
-func PlanDiff(v state.View, file string, m *api.Manifest) ([]string, error) {
-	var out []string
-	if m.Site != nil {
-		old, hasSite := v.Site()
-		switch {
-		case !hasSite:
-			out = append(out, "+ site "+m.Site.Metadata.Name)
-		case old.SpecHash != api.SpecHash(m.Site.Spec):
-			out = append(out, fmt.Sprintf("~ site %s: spec changed (generation %d -> %d)", m.Site.Metadata.Name, old.Site.Metadata.Generation, old.Site.Metadata.Generation+1))
-		}
-	}
-	for _, h := range m.Hosts {
-		prev, ok := v.Host(h.Metadata.Name)
-		switch {
-		case !ok || !prev.Declared:
-			out = append(out, "+ host "+h.Metadata.Name)
-		case prev.SpecHash != api.SpecHash(h.Spec):
-			out = append(out, fmt.Sprintf("~ host %s: spec changed (generation %d -> %d)", h.Metadata.Name, prev.Host.Metadata.Generation, prev.Host.Metadata.Generation+1))
-		}
-	}
-	site, all := v.Merged(m)
-	if errs := api.ValidateSet(file, site, all); len(errs) > 0 {
-		return nil, errs
-	}
-	prev := v.Allocations()
-	desired, allocs, err := plan.RenderAllocated(site, all, prev)
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range allocs {
-		if !slices.Contains(prev, a) {
-			out = append(out, fmt.Sprintf("+ address %s from network %s for host %s", a.Address, a.Network, a.Host))
-		}
-	}
-	current := map[string]plan.Record{}
-	for _, r := range v.Steps("") {
-		current[r.ID] = r
-	}
-	next, changed := plan.Reconcile(desired, current)
-	for _, id := range changed {
-		n, ok := next[id]
-		c, had := current[id]
-		switch {
-		case !ok:
-			out = append(out, "- step "+id)
-		case !had:
-			out = append(out, fmt.Sprintf("+ step %s: %s", id, string(n.Inputs)))
-		case c.InputsHash != n.InputsHash:
-			out = append(out, fmt.Sprintf("~ step %s: inputs %s -> %s: %s", id, c.InputsHash, n.InputsHash, string(n.Inputs)))
-		}
-	}
-	if len(out) == 0 {
-		out = []string{"no changes"}
-	}
-	return out, nil
 }
 
 func (s *Server) getSite(w http.ResponseWriter, r *http.Request) error {

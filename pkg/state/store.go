@@ -114,10 +114,21 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 	a := &applier{t: s.t, idx: idx, now: c.Now}
 	var err error
 	switch c.Type {
-	case CmdApplyManifest:
-		err = decode(c, a.applyManifest)
-	case CmdDeleteHost:
-		err = decode(c, a.deleteHost)
+	case CmdApplyManifest, CmdDeleteHost:
+		// All or nothing: the command runs on a copy, kept only if all of it succeeded
+		// (a replan can fail after the documents were stored).
+		var t *tables
+		if t, err = cloneTables(s.t); err == nil {
+			b := &applier{t: t, idx: idx, now: c.Now}
+			if c.Type == CmdApplyManifest {
+				err = decode(c, b.applyManifest)
+			} else {
+				err = decode(c, b.deleteHost)
+			}
+			if err == nil {
+				s.t, a.t = t, t
+			}
+		}
 	case CmdCreateToken:
 		err = decode(c, a.createToken)
 	case CmdEnroll:
