@@ -206,14 +206,13 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 	case "event":
 		var evs []state.Event
 		after := index
-		idx, err := c.Do(ctx, "GET", client.Blocking(fmt.Sprintf("/v1/events?after=%d", after), max(index, 1), wait), nil, &evs)
-		if err != nil {
+		// Events are followed by their own IDs, not the store's index.
+		if _, err := c.Do(ctx, "GET", client.Blocking(fmt.Sprintf("/v1/events?after=%d", after), max(index, 1), wait), nil, &evs); err != nil {
 			return index, err
 		}
 		if len(evs) == 0 {
 			return index, nil
 		}
-		_ = idx
 		return evs[len(evs)-1].ID, g.emit(w, evs, func(tw *tabwriter.Writer) {
 			if index == 0 {
 				fmt.Fprintln(tw, "TIME\tTYPE\tOBJECT\tREASON\tMESSAGE")

@@ -41,12 +41,6 @@ func renderNetwork(in renderInput) ([]Step, error) {
 	return steps, nil
 }
 
-// NetworkInputs renders the host.network step of one host without pool
-// allocations; the planner itself passes the recorded ones.
-func NetworkInputs(h api.Host, nets map[string]api.Network) host.NetworkInputs {
-	return networkInputs(h, nets, nil)
-}
-
 // networkInputs maps interfaces onto links: an interface without its own MTU takes
 // the largest MTU of the networks it carries (bond members take the bond's, so get
 // none); it gets its static addresses, the management address when it carries the
