@@ -8,40 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
 )
 
-// writeFile replaces path with data atomically (temp file, fsync, rename), creating
-// parent directories as needed.
+// writeFile replaces path with data atomically (pkg/atomicfile), creating parent
+// directories 0755 as needed.
 func writeFile(path string, data []byte, mode os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("containerd: create %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".plinth-*")
-	if err != nil {
-		return fmt.Errorf("containerd: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("containerd: write %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: makes the rename durable
-		d.Close()
+	if err := atomicfile.WriteFile(path, data, mode); err != nil {
+		return fmt.Errorf("containerd: %w", err)
 	}
 	return nil
 }

@@ -9,34 +9,17 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/plinth-dev/plinth/pkg/atomicfile"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
-// writeFile replaces path atomically (temp file, fsync, rename), creating parents.
+// writeFile replaces path atomically (pkg/atomicfile), creating parents 0755 as
+// kubeadm's own directories are.
 func writeFile(path string, data []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".plinth-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name())
-	if err = f.Chmod(perm); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 // sameFile reports whether path holds exactly data.
