@@ -41,10 +41,33 @@ func Decode(file string, data []byte) (*Manifest, error) {
 		doc++
 		d.document(doc, j)
 	}
+	d.duplicates()
+	if len(d.errs) == 0 && d.m.Site == nil && len(d.m.Hosts) == 0 {
+		d.add(0, "", "holds no document: a manifest has a Site and/or Host documents "+
+			"(apiVersion: "+APIVersion+", kind: "+KindSite+" or "+KindHost+"); an empty file changes nothing, so it is refused")
+	}
 	if len(d.errs) > 0 {
 		return nil, d.errs
 	}
 	return d.m, nil
+}
+
+// duplicates refuses a host declared twice in one file: the later document would
+// silently win.
+func (d *decoder) duplicates() {
+	first := map[string]int{}
+	for _, h := range d.m.Hosts {
+		name := h.Metadata.Name
+		if name == "" {
+			continue
+		}
+		if doc, ok := first[name]; ok {
+			d.add(h.docIndex, index("hosts", name)+".metadata.name",
+				fmt.Sprintf("host %q is declared twice in this file (documents %d and %d); declare each host once", name, doc, h.docIndex))
+			continue
+		}
+		first[name] = h.docIndex
+	}
 }
 
 type decoder struct {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -148,12 +149,25 @@ status:
 	}
 }
 
+// An empty file (or one of markers and comments only) is an error: applying it would
+// say "no changes" about a file that was probably not the one meant.
 func TestDecodeEmpty(t *testing.T) {
-	for _, in := range []string{"", "\n", "# nothing\n", "---\n", "---\n...\n"} {
-		m, err := Decode("", []byte(in))
-		if err != nil || m == nil || m.Site != nil || len(m.Hosts) != 0 {
-			t.Errorf("Decode(%q) = %+v, %v; want an empty manifest", in, m, err)
+	for _, in := range []string{"", "\n", "# nothing\n", "---\n", "---\n...\n", "---\n---\n"} {
+		m, err := Decode("site.yaml", []byte(in))
+		if err == nil || m != nil || !strings.HasPrefix(err.Error(), "site.yaml: holds no document") {
+			t.Errorf("Decode(%q) = %+v, %v; want a 'holds no document' error", in, m, err)
 		}
+	}
+}
+
+// A host declared twice in one file is refused at the later document, naming both.
+func TestDecodeDuplicateHost(t *testing.T) {
+	host := "apiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: %s}\nspec: {roles: [worker], managementAddress: 10.0.0.%d}\n"
+	in := fmt.Sprintf(host, "w1", 1) + "---\n" + fmt.Sprintf(host, "w2", 2) + "---\n" + fmt.Sprintf(host, "w1", 3)
+	_, err := Decode("site.yaml", []byte(in))
+	want := `site.yaml: document 3: hosts[w1].metadata.name: host "w1" is declared twice in this file (documents 1 and 3); declare each host once`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
 	}
 }
 
