@@ -117,6 +117,7 @@ func (v *validator) site(s *Site, hosts []Host) {
 	v.policy(&spec.Policy)
 	if spec.Kubernetes != nil {
 		v.kubernetes(spec.Kubernetes, spec.Networks, nets)
+		v.vipTaken("site.spec.kubernetes.controlPlaneVIP", spec.Kubernetes.ControlPlaneVIP, spec.Networks, hosts)
 	}
 	if spec.Ceph != nil {
 		v.ceph(spec, hosts)

@@ -86,6 +86,43 @@ func (v *validator) vip(p, s string, nets []Network, prefixes []netip.Prefix) {
 	v.add(p, "%s is not inside any mgmt or cluster-host network (%s)", vip, strings.Join(candidates, ", "))
 }
 
+// vipTaken refuses a VIP that the coordinators could hand to a host (inside an
+// address pool) or that a host already holds (its management or a static address):
+// two holders of one address break both.
+func (v *validator) vipTaken(p, s string, nets []Network, hosts []Host) {
+	vip, err := netip.ParseAddr(s)
+	if err != nil {
+		return // reported by vip
+	}
+	for _, n := range nets {
+		if n.Pool == nil {
+			continue
+		}
+		start, e1 := netip.ParseAddr(n.Pool.Start)
+		end, e2 := netip.ParseAddr(n.Pool.End)
+		if e1 == nil && e2 == nil && start.Compare(vip) <= 0 && vip.Compare(end) <= 0 {
+			v.add(p, "%s is inside the address pool of network %q (%s-%s), so a host could be given it; pick an address outside the pool", vip, n.Name, start, end)
+		}
+	}
+	for _, h := range hosts {
+		hp := index("hosts", h.Metadata.Name) + ".spec"
+		where := ""
+		if a, err := netip.ParseAddr(h.Spec.ManagementAddress); err == nil && a == vip {
+			where = hp + ".managementAddress"
+		}
+		for i, ifc := range h.Spec.Interfaces {
+			for j, a := range ifc.Addresses {
+				if pfx, err := netip.ParsePrefix(a); err == nil && pfx.Addr() == vip && where == "" {
+					where = fmt.Sprintf("%s.interfaces[%s].addresses[%d]", hp, key(ifc.Name, i), j)
+				}
+			}
+		}
+		if where != "" {
+			v.add(p, "%s is host %s's address (%s); the VIP must be an address no host has", vip, h.Metadata.Name, where)
+		}
+	}
+}
+
 func (v *validator) bundle(p string, b *BundleRef) {
 	switch {
 	case b.Version == "":

@@ -93,6 +93,19 @@ func TestValidateRules(t *testing.T) {
 		{"vip invalid", func(m manifest) { k8s(m).ControlPlaneVIP = "vip" }, 1, kube + ".controlPlaneVIP", `"vip" is not a valid IP address`, 0},
 		{"vip outside", func(m manifest) { k8s(m).ControlPlaneVIP = "192.168.10.5" }, 1, kube + ".controlPlaneVIP",
 			"192.168.10.5 is not inside any mgmt or cluster-host network (mgmt 10.0.0.0/24, cluster 10.0.1.0/24)", 0},
+		{"vip is a host's address", func(m manifest) { k8s(m).ControlPlaneVIP = "10.0.1.21" }, 1, kube + ".controlPlaneVIP",
+			"10.0.1.21 is host compute-0's address (hosts[compute-0].spec.interfaces[eno2].addresses[0]); the VIP must be an address no host has", 0},
+		{"vip is a management address", func(m manifest) { k8s(m).ControlPlaneVIP = "10.0.0.12" }, 1, kube + ".controlPlaneVIP",
+			"10.0.0.12 is host ctl-1's address (hosts[ctl-1].spec.managementAddress)", 0},
+		{"vip inside a pool", func(m manifest) {
+			for i := range m.Site.Spec.Networks {
+				if m.Site.Spec.Networks[i].Name == "cluster" {
+					net(m, i).Pool = &AddressPool{Start: "10.0.1.5", End: "10.0.1.9"}
+				}
+			}
+			k8s(m).ControlPlaneVIP = "10.0.1.7"
+		},
+			1, kube + ".controlPlaneVIP", `10.0.1.7 is inside the address pool of network "cluster" (10.0.1.5-10.0.1.9), so a host could be given it`, 0},
 		{"vip without networks", func(m manifest) {
 			m.Site.Spec.Networks = nil
 			m.Hosts = nil
