@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -204,7 +205,32 @@ func (v *validator) cephUsers(s *SiteSpec) {
 				}
 			}
 		}
+		// Caps are free text for Ceph, but a pool they name must be the site's.
+		for _, k := range sortedKeys(u.Caps) {
+			for _, m := range capPoolRE.FindAllStringSubmatch(u.Caps[k], -1) {
+				name := m[1]
+				pp, ok := pools[name]
+				switch {
+				case !ok:
+					v.add(index(p+".caps", mapKey(k)), "names pool %q, which the site does not declare; valid pools are %s%s", clip(name), poolList(names), note)
+				case pp.Delete:
+					v.add(index(p+".caps", mapKey(k)), "names pool %q, which is marked for deletion%s", name, note)
+				}
+			}
+		}
 	}
+}
+
+// capPoolRE finds the pools a cephx cap string grants on ("pool=NAME").
+var capPoolRE = regexp.MustCompile(`(?:^|[\s,;])pool=([^\s,;]+)`)
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func poolList(names []string) string {

@@ -132,6 +132,8 @@ func TestValidateCeph(t *testing.T) {
 		}, p + ".users[glance].pools[0]", `pool "images" is marked for deletion (default user "glance"`},
 		{"caps and pools", func(m *Manifest) { c(m).Users[0].Pools = []string{"metrics"} }, p + ".users[telemetry].caps", "not both"},
 		{"cap key", func(m *Manifest) { c(m).Users[0].Caps["rgw"] = "allow" }, p + ".users[telemetry].caps[rgw]", `"rgw" is not a cap key`},
+		{"cap naming an unknown pool", func(m *Manifest) { c(m).Users[0].Caps["osd"] = "allow r pool=metrics, allow rw pool=secrets" }, p + ".users[telemetry].caps[osd]",
+			`names pool "secrets", which the site does not declare; valid pools are backups, images, kube-rbd, metrics, vms, volumes`},
 		{"admin user", func(m *Manifest) { c(m).Users[0].Name = "admin" }, p + ".users[admin].name", "the identity Plinth itself uses"},
 		{"client prefix", func(m *Manifest) { c(m).Users[0].Name = "client.x" }, p + `.users["client.x"].name`, `leave out the "client." prefix`},
 	} {
