@@ -111,6 +111,7 @@ var versionRE = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9]
 func (v *validator) site(s *Site, hosts []Host) {
 	v.doc = s.docIndex
 	v.name("site.metadata.name", s.Metadata.Name, "site")
+	v.labels("site.metadata.labels", s.Metadata.Labels, "Plinth")
 	spec := &s.Spec
 	v.controllers(spec, hosts)
 	nets := v.networks(spec.Networks)

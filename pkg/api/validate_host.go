@@ -46,6 +46,8 @@ func (v *validator) hosts(site *Site, hosts []Host) {
 		}
 
 		v.roles(p+".spec.roles", h.Spec.Roles)
+		v.labels(p+".metadata.labels", h.Metadata.Labels, "Plinth")
+		v.labels(p+".spec.labels", h.Spec.Labels, "Kubernetes node")
 
 		const what = "required: the IP address the coordinator reaches this host on"
 		if a := h.Spec.ManagementAddress; a == "" {
@@ -69,6 +71,28 @@ func (v *validator) hosts(site *Site, hosts []Host) {
 	if site != nil {
 		v.doc = site.docIndex
 		v.poolCapacity(site, hosts)
+	}
+}
+
+// MaxLabels bounds the labels of one object: more is a mistake, and each is copied
+// into the replicated state and the node.
+const MaxLabels = 64
+
+// labels checks keys and values as Kubernetes does (a node refuses what it would
+// reject later), so the error names the field now, not the API server later.
+func (v *validator) labels(path string, labels map[string]string, what string) {
+	if len(labels) > MaxLabels {
+		v.add(path, "%d %s labels; at most %d are allowed", len(labels), what, MaxLabels)
+		return
+	}
+	for _, k := range sortedKeys(labels) {
+		p := index(path, mapKey(k))
+		switch val := labels[k]; {
+		case !validLabelKey(k):
+			v.add(p, "%q is not a valid label key: [prefix/]name, the name at most 63 of [A-Za-z0-9_.-] starting and ending alphanumeric, the prefix a DNS name of at most 253", clip(k))
+		case val != "" && !validLabelValue(val):
+			v.add(p, "%q is not a valid label value: at most 63 of [A-Za-z0-9_.-], starting and ending alphanumeric, or empty", clip(val))
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -134,6 +135,16 @@ func TestValidateRules(t *testing.T) {
 			`duplicate host name "compute-1"; host names must be unique (first in document 6)`, 0},
 		{"roles missing", func(m manifest) { c0(m).Roles = nil }, 5, h0 + ".roles", "required: at least one of controller, worker, storage", 0},
 		{"role invalid", func(m manifest) { c0(m).Roles[1] = "compute" }, 5, h0 + ".roles[1]", `"compute" is not a valid role; valid roles are controller, worker, storage`, 0},
+		{"node label key", func(m manifest) { c0(m).Labels = map[string]string{"rack/r1/x": "a"} }, 5, h0 + `.labels["rack/r1/x"]`, "not a valid label key", 0},
+		{"node label value", func(m manifest) { c0(m).Labels = map[string]string{"rack": strings.Repeat("r", 64)} }, 5, h0 + ".labels[rack]", "not a valid label value", 0},
+		{"node label value space", func(m manifest) { c0(m).Labels = map[string]string{"zone": "a b"} }, 5, h0 + ".labels[zone]", `"a b" is not a valid label value`, 0},
+		{"metadata labels", func(m manifest) { host(m, "compute-0").Metadata.Labels = map[string]string{"-x": "1"} }, 5, `hosts[compute-0].metadata.labels["-x"]`, "not a valid label key", 0},
+		{"too many labels", func(m manifest) {
+			c0(m).Labels = map[string]string{}
+			for i := range MaxLabels + 1 {
+				c0(m).Labels[fmt.Sprintf("l%d", i)] = "x"
+			}
+		}, 5, h0 + ".labels", "65 Kubernetes node labels; at most 64 are allowed", 0},
 		{"role duplicate", func(m manifest) { c0(m).Roles[1] = "worker" }, 5, h0 + ".roles[1]", `"worker" is listed twice`, 0},
 		{"managementAddress missing", func(m manifest) { c0(m).ManagementAddress = "" }, 5, h0 + ".managementAddress", "required", 0},
 		{"managementAddress invalid", func(m manifest) { c0(m).ManagementAddress = "10.0.0.300" }, 5, h0 + ".managementAddress", `"10.0.0.300" is not a valid IP address`, 0},
