@@ -22,6 +22,11 @@ import (
 // Default and Validate.
 func Decode(file string, data []byte) (*Manifest, error) {
 	d := decoder{file: file, m: &Manifest{}}
+	if len(data) > MaxManifestBytes {
+		d.add(0, "", fmt.Sprintf("is %d bytes; a manifest may be at most %d bytes (%d MiB): split it and apply the parts one after another",
+			len(data), MaxManifestBytes, MaxManifestBytes>>20))
+		return nil, d.errs
+	}
 	doc := 0
 	for _, c := range splitDocuments(data) {
 		j, err := yamlToJSON(c.text)
@@ -42,6 +47,10 @@ func Decode(file string, data []byte) (*Manifest, error) {
 		d.document(doc, j)
 	}
 	d.duplicates()
+	if len(d.m.Hosts) > MaxHostsPerManifest {
+		d.add(0, "", fmt.Sprintf("declares %d hosts; one manifest may declare at most %d: split it and apply the parts one after another",
+			len(d.m.Hosts), MaxHostsPerManifest))
+	}
 	if len(d.errs) == 0 && d.m.Site == nil && len(d.m.Hosts) == 0 {
 		d.add(0, "", "holds no document: a manifest has a Site and/or Host documents "+
 			"(apiVersion: "+APIVersion+", kind: "+KindSite+" or "+KindHost+"); an empty file changes nothing, so it is refused")
@@ -51,6 +60,13 @@ func Decode(file string, data []byte) (*Manifest, error) {
 	}
 	return d.m, nil
 }
+
+// Limits on one manifest. Everything applied is kept in the replicated state and
+// replayed by every coordinator, so a runaway file is refused, saying which limit.
+const (
+	MaxManifestBytes    = 4 << 20
+	MaxHostsPerManifest = 5000
+)
 
 // duplicates refuses a host declared twice in one file: the later document would
 // silently win.

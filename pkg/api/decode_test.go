@@ -203,3 +203,18 @@ func TestSplitDocuments(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// A manifest over the size or host limit is refused, naming the limit.
+func TestDecodeLimits(t *testing.T) {
+	big := []byte("# " + strings.Repeat("x", MaxManifestBytes) + "\n")
+	if _, err := Decode("big.yaml", big); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("a manifest may be at most %d bytes (4 MiB)", MaxManifestBytes)) {
+		t.Errorf("oversized manifest: %v", err)
+	}
+	var b strings.Builder
+	for i := range MaxHostsPerManifest + 1 {
+		fmt.Fprintf(&b, "---\napiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: h%d}\nspec: {roles: [worker]}\n", i)
+	}
+	if _, err := Decode("many.yaml", []byte(b.String())); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("declares %d hosts; one manifest may declare at most %d", MaxHostsPerManifest+1, MaxHostsPerManifest)) {
+		t.Errorf("too many hosts: %v", err)
+	}
+}

@@ -308,10 +308,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// maxBody bounds a JSON request: a manifest at its limit, escaped, fits.
+const maxBody = 2*api.MaxManifestBytes + 64<<10
+
 func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: larger than the limit of %d bytes (a manifest may be at most %d bytes)", tooBig.Limit, api.MaxManifestBytes)}
+		}
 		return &httpError{http.StatusBadRequest, "request body: " + err.Error()}
 	}
 	return nil
