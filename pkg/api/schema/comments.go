@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 )
 
 // typeDocs are the doc comments of one struct type of pkg/api: the type's own and
@@ -55,14 +56,21 @@ func readComments(dir string) (map[string]typeDocs, error) {
 					doc = gd.Doc
 				}
 				td := typeDocs{doc: paragraph(doc), fields: map[string]string{}}
+				prev := ""
 				for _, fl := range st.Fields.List {
 					text := paragraph(fl.Doc)
 					if text == "" {
 						text = paragraph(fl.Comment)
 					}
+					// A field declared under the one whose comment names it shares
+					// that comment ("RetryBaseSeconds ... up to RetryMaxSeconds").
+					if text == "" && len(fl.Names) > 0 && containsWord(prev, fl.Names[0].Name) {
+						text = prev
+					}
 					for _, n := range fl.Names {
 						td.fields[n.Name] = text
 					}
+					prev = text
 				}
 				out[ts.Name.Name] = td
 			}
@@ -82,4 +90,16 @@ func paragraph(g *ast.CommentGroup) string {
 		paras = append(paras, strings.Join(strings.Fields(p), " "))
 	}
 	return strings.Join(paras, "\n\n")
+}
+
+// containsWord says whether text holds word as a whole word.
+func containsWord(text, word string) bool {
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		if w == word {
+			return true
+		}
+	}
+	return false
 }

@@ -74,6 +74,7 @@ func Generate(apiDir string) (map[string][]byte, error) {
 		g := generator{comments: comments, defaults: defs, used: map[int]bool{}}
 		t := reflect.TypeOf(k.typ)
 		s := g.object(k.root, t)
+		s.Description = g.comments[t.Name()].doc
 		s.Schema = Draft
 		s.ID = baseID + k.file
 		s.Title = k.kind
@@ -112,7 +113,6 @@ type generator struct {
 // object is the schema of struct type t at path (site.spec).
 func (g *generator) object(path string, t reflect.Type) *Schema {
 	s := &Schema{Type: "object", Properties: map[string]*Schema{}, AdditionalProperties: &Additional{}}
-	s.Description = g.comments[t.Name()].doc
 	g.fields(path, t, s)
 	return s
 }
@@ -148,9 +148,17 @@ func (g *generator) fields(path string, t reflect.Type, s *Schema) {
 		fs := g.value(fp, f.Type)
 		if d := g.comments[t.Name()].fields[f.Name]; d != "" {
 			fs.Description = jsonName(d, f.Name, name)
-		} else if fs.Description == "" {
+		} else {
 			// A field without its own comment takes the doc of the type it holds.
-			fs.Description = g.comments[elem(f.Type).Name()].doc
+			et := elem(f.Type)
+			subject := name
+			switch f.Type.Kind() {
+			case reflect.Slice:
+				subject = "Each item"
+			case reflect.Map:
+				subject = "Each value"
+			}
+			fs.Description = jsonName(g.comments[et.Name()].doc, et.Name(), subject)
 		}
 		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "inline") {
 			s.Required = append(s.Required, name)
@@ -210,7 +218,8 @@ func elem(t reflect.Type) reflect.Type {
 }
 
 // jsonName makes a Go doc comment read in the manifest's words: "DriftCheckSeconds is
-// how often" becomes "driftCheckSeconds is how often".
+// how often" becomes "driftCheckSeconds is how often", and a type's "CNISpec names"
+// becomes "cni names".
 func jsonName(doc, goName, name string) string {
 	if rest, ok := strings.CutPrefix(doc, goName+" "); ok {
 		return name + " " + rest
