@@ -10,9 +10,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/api"
 )
 
-// baseID is where the files live in the repository, as their $id.
-const baseID = "https://plinth.dev/schema/v1alpha1/"
-
 // ignored are the fields the decoder drops from the input because the coordinator owns
 // them; the schema accepts any value there, as the decoder does.
 var ignored = map[string]string{
@@ -76,24 +73,39 @@ func Generate(apiDir string) (map[string][]byte, error) {
 		s := g.object(k.root, t)
 		s.Description = g.comments[t.Name()].doc
 		s.Schema = Draft
-		s.ID = baseID + k.file
 		s.Title = k.kind
 		s.Properties["apiVersion"] = &Schema{Type: "string", Const: api.APIVersion, Description: "The manifest version this build understands."}
 		s.Properties["kind"] = &Schema{Type: "string", Const: k.kind, Description: "The document kind."}
 		if g.err != nil {
 			return nil, g.err
 		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false) // descriptions say <user>, not \u003cuser\u003e
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(s); err != nil {
-			return nil, fmt.Errorf("schema: encode %s: %w", k.file, err)
+		b, err := encode(k.file, s)
+		if err != nil {
+			return nil, err
 		}
-		out[k.file] = b.Bytes()
+		out[k.file] = b
 		for i := range g.used {
 			used[i] = true
 		}
+	}
+	// No $id anywhere: editors resolve these relative references next to the file.
+	m := &Schema{
+		Schema:      Draft,
+		Title:       "Plinth manifest document",
+		Description: "One document of a site manifest: a Site or a Host, by its kind.",
+		Type:        "object",
+		Required:    []string{"kind"},
+		Properties:  map[string]*Schema{"kind": {Type: "string", Enum: []string{}}},
+	}
+	for _, k := range kinds {
+		m.Properties["kind"].Enum = append(m.Properties["kind"].Enum, k.kind)
+		m.AllOf = append(m.AllOf, &Schema{
+			If:   &Schema{Properties: map[string]*Schema{"kind": {Const: k.kind}}},
+			Then: &Schema{Ref: k.file},
+		})
+	}
+	if out["manifest.json"], err = encode("manifest.json", m); err != nil {
+		return nil, err
 	}
 	for i, e := range enums {
 		if !used[i] {
@@ -225,4 +237,16 @@ func jsonName(doc, goName, name string) string {
 		return name + " " + rest
 	}
 	return doc
+}
+
+// encode writes s as indented JSON ending in a newline.
+func encode(file string, s *Schema) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // descriptions say <user>, not \u003cuser\u003e
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("schema: encode %s: %w", file, err)
+	}
+	return b.Bytes(), nil
 }

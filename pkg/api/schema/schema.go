@@ -9,7 +9,8 @@
 // strict as what they can state as types, required fields and enums.
 //
 // The generated files are committed (docs/schema/*.json for editors, and a copy here
-// that the CLI embeds); `go generate ./pkg/api/schema` rewrites both and a test fails
+// that the CLI embeds): one per kind, and manifest.json, which applies the right one
+// to each document of a multi-document file by its kind; `go generate ./pkg/api/schema` rewrites both and a test fails
 // when they are stale.
 package schema
 
@@ -49,6 +50,12 @@ type Schema struct {
 	AdditionalProperties *Additional `json:"additionalProperties,omitempty"`
 	PropertyNames        *Schema     `json:"propertyNames,omitempty"`
 	Items                *Schema     `json:"items,omitempty"`
+	// Ref, AllOf, If and Then only appear in manifest.json, which picks a
+	// document's schema by its kind.
+	Ref   string    `json:"$ref,omitempty"`
+	AllOf []*Schema `json:"allOf,omitempty"`
+	If    *Schema   `json:"if,omitempty"`
+	Then  *Schema   `json:"then,omitempty"`
 }
 
 // Additional is JSON Schema's additionalProperties: a schema, or false.
@@ -146,7 +153,7 @@ var kinds = []struct {
 	{api.KindHost, "host", "host.json", api.Host{}},
 }
 
-//go:embed site.json host.json
+//go:embed site.json host.json manifest.json
 var embedded embed.FS
 
 // Documents returns the schemas the CLI was built with.

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,9 +44,9 @@ func compile(t *testing.T) map[string]*jsonschema.Schema {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	out := map[string]*jsonschema.Schema{}
-	for _, d := range docs {
-		b, err := json.Marshal(d.Schema)
+	const base = "file:///schema/"
+	for _, f := range []string{"site.json", "host.json", "manifest.json"} {
+		b, err := embedded.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,10 +54,13 @@ func compile(t *testing.T) map[string]*jsonschema.Schema {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.AddResource(d.File, v); err != nil {
+		if err := c.AddResource(base+f, v); err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.Compile(d.File)
+	}
+	out := map[string]*jsonschema.Schema{}
+	for _, d := range append(docs, Document{Kind: "manifest", File: "manifest.json"}) {
+		s, err := c.Compile(base + d.File)
 		if err != nil {
 			t.Fatalf("%s does not compile as JSON Schema: %v", d.File, err)
 		}
@@ -128,6 +130,9 @@ func TestExamplesMatchSchema(t *testing.T) {
 			if err := s.Validate(doc); err != nil {
 				t.Errorf("%s document %d: %v", name, i+1, err)
 			}
+			if err := schemas["manifest"].Validate(doc); err != nil {
+				t.Errorf("%s document %d: manifest.json: %v", name, i+1, err)
+			}
 			checked++
 		}
 	}
@@ -167,9 +172,11 @@ spec:
 			}
 			doc := documents(t, tc.name, []byte(tc.yaml))[0]
 			kind := doc.(map[string]any)["kind"].(string)
-			err = schemas[kind].Validate(doc)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("schema error %v, want one about %s", err, tc.want)
+			for _, s := range []string{kind, "manifest"} {
+				err = schemas[s].Validate(doc)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("%s schema error %v, want one about %s", s, err, tc.want)
+				}
 			}
 		})
 	}
