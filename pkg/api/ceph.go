@@ -33,6 +33,7 @@ type CephSpec struct {
 
 // CephPool is one replicated pool.
 type CephPool struct {
+	// Name of the pool; a name of the defaults set overrides that pool.
 	Name string `json:"name"`
 	// Size is the number of replicas; MinSize the replicas needed to serve I/O.
 	// Defaults: size min(3, osdHosts); minSize 1 for size 1 and 2, else 2.
@@ -59,12 +60,14 @@ type CephPool struct {
 // CephQuota limits a pool; zero values mean no limit.
 type CephQuota struct {
 	// MaxBytes is a byte count, optionally with a binary suffix: 500Gi, 2Ti.
-	MaxBytes   string `json:"maxBytes,omitempty"`
-	MaxObjects int64  `json:"maxObjects,omitempty"`
+	MaxBytes string `json:"maxBytes,omitempty"`
+	// MaxObjects is the most objects the pool holds.
+	MaxObjects int64 `json:"maxObjects,omitempty"`
 }
 
 // CephUser is a cephx client (client.<name>) whose key is handed to the charts.
 type CephUser struct {
+	// Name of the user without "client."; a name of the defaults set overrides that user.
 	Name string `json:"name"`
 	// Pools get "profile rbd pool=<p>" (read-write), ReadOnlyPools
 	// "profile rbd-read-only pool=<p>"; mon gets "profile rbd".

@@ -5,7 +5,8 @@ package api
 // the witness, workers joined with a coordinator-generated token, and OpenStack-Helm
 // node labels. docs/kubernetes.md explains each field and the steps it produces.
 //
-// Zero values mean the defaults below; KubernetesSpec.Effective fills them in.
+// Unset fields take the defaults below when the planner renders the spec
+// (KubernetesSpec.Effective); the stored manifest keeps them unset.
 type KubernetesSpec struct {
 	// Version of Kubernetes, e.g. v1.37.2 (v1.31 or newer: Plinth writes kubeadm v1beta4).
 	Version string `json:"version,omitempty"`
@@ -14,8 +15,10 @@ type KubernetesSpec struct {
 	// which does not survive its loss.
 	ControlPlaneVIP string `json:"controlPlaneVIP,omitempty"`
 	// APIServerPort is the API server's port on every controller and on the VIP.
-	APIServerPort int    `json:"apiServerPort,omitempty"`
-	PodSubnet     string `json:"podSubnet,omitempty"`
+	APIServerPort int `json:"apiServerPort,omitempty"`
+	// PodSubnet is the CIDR pod addresses come from.
+	PodSubnet string `json:"podSubnet,omitempty"`
+	// ServiceSubnet is the CIDR Service cluster IPs come from.
 	ServiceSubnet string `json:"serviceSubnet,omitempty"`
 	// DNSDomain is the Services' DNS domain.
 	DNSDomain string `json:"dnsDomain,omitempty"`
@@ -79,9 +82,10 @@ type EtcdSpec struct {
 	// Binary is the etcd executable the site ships on the controllers and witness.
 	Binary string `json:"binary,omitempty"`
 	// DataDir holds the member's data.
-	DataDir    string `json:"dataDir,omitempty"`
-	ClientPort int    `json:"clientPort,omitempty"`
-	PeerPort   int    `json:"peerPort,omitempty"`
+	DataDir string `json:"dataDir,omitempty"`
+	// ClientPort and PeerPort are etcd's client and peer ports on its hosts.
+	ClientPort int `json:"clientPort,omitempty"`
+	PeerPort   int `json:"peerPort,omitempty"`
 }
 
 // CNI plugins.
@@ -103,6 +107,7 @@ type CNISpec struct {
 
 // KubernetesNode is one host's Kubernetes settings.
 type KubernetesNode struct {
+	// Host names the Host document these settings are for.
 	Host string `json:"host"`
 	// SRIOV labels the node sriov=enabled for the SR-IOV agent.
 	SRIOV bool `json:"sriov,omitempty"`

@@ -58,6 +58,7 @@ const (
 
 // OVSBridge is one OVS bridge.
 type OVSBridge struct {
+	// Name of the bridge; a host's bridge of the same name overrides the site's.
 	Name string `json:"name"`
 	// Datapath is netdev (default) or system. system needs the openvswitch kernel
 	// module: without it OVS accepts the bridge and never creates it.
@@ -84,6 +85,7 @@ const (
 
 // OVSInterface is what a port or a bond member attaches.
 type OVSInterface struct {
+	// Name of the port or interface in OVS (for a system port, the Linux interface).
 	Name string `json:"name"`
 	// Type is dpdk (default when pci or devargs is set), system (default otherwise)
 	// or internal.
@@ -104,8 +106,9 @@ type OVSPort struct {
 	// VLAN makes the port an access port of that VLAN (tag).
 	VLAN int `json:"vlan,omitempty"`
 	// Trunks limits a trunk port to these VLANs.
-	Trunks []int    `json:"trunks,omitempty"`
-	Bond   *OVSBond `json:"bond,omitempty"`
+	Trunks []int `json:"trunks,omitempty"`
+	// Bond makes the port a bond of several interfaces instead of one.
+	Bond *OVSBond `json:"bond,omitempty"`
 }
 
 // OVSBond makes a port a bond of Members.
@@ -115,6 +118,7 @@ type OVSBond struct {
 	// LACP is active, passive or off (default).
 	LACP string `json:"lacp,omitempty"`
 	// LACPTime is fast (1 s) or slow (30 s, OVS's default).
-	LACPTime string         `json:"lacpTime,omitempty"`
-	Members  []OVSInterface `json:"members"`
+	LACPTime string `json:"lacpTime,omitempty"`
+	// Members are the bonded interfaces.
+	Members []OVSInterface `json:"members"`
 }

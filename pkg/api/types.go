@@ -26,7 +26,9 @@ type TypeMeta struct {
 // ObjectMeta names a document. Generation is owned by the coordinator: it bumps on
 // every spec change and is ignored on input.
 type ObjectMeta struct {
-	Name       string            `json:"name"`
+	// Name identifies the document: a DNS label (lowercase letters, digits and '-').
+	Name string `json:"name"`
+	// Labels are the operator's own key/value pairs, stored with the document.
 	Labels     map[string]string `json:"labels,omitempty"`
 	Generation int64             `json:"generation,omitempty"`
 }
@@ -71,8 +73,11 @@ const (
 
 // Network is declared once per site and referenced by host interfaces.
 type Network struct {
+	// Name is what host interfaces call the network by.
 	Name string `json:"name"`
+	// Role says what the network carries: oam, mgmt, cluster-host, data or other.
 	Role string `json:"role"`
+	// CIDR is the network's prefix, e.g. 10.0.0.0/24 (no host bits set).
 	CIDR string `json:"cidr"`
 	// Gateway of an oam network is the default route of the hosts that carry it,
 	// unless a host declares its own.
@@ -80,7 +85,8 @@ type Network struct {
 	// VLAN is the 802.1q ID the network is tagged with; a vlan interface that carries
 	// the network and names no ID of its own takes this one.
 	VLAN int `json:"vlan,omitempty"`
-	MTU  int `json:"mtu,omitempty"`
+	// MTU of the network; an interface without its own takes the largest of its networks'.
+	MTU int `json:"mtu,omitempty"`
 	// Pool is the range the coordinator allocates host addresses from, for interfaces
 	// that set allocate. Allocations are recorded in the replicated state, so an
 	// address stays with its host when other hosts come and go.
@@ -89,6 +95,7 @@ type Network struct {
 
 // AddressPool is an inclusive range of addresses inside a network's CIDR.
 type AddressPool struct {
+	// Start and End are the first and last address handed out.
 	Start string `json:"start"`
 	End   string `json:"end"`
 }
@@ -114,14 +121,18 @@ type Policy struct {
 
 // ChartGroup is an ordered group of charts installed together after the platform is ready.
 type ChartGroup struct {
+	// Name identifies the group, unique in the site.
 	Name   string  `json:"name"`
 	Charts []Chart `json:"charts,omitempty"`
 }
 
 // Chart is one Helm chart of a group.
 type Chart struct {
-	Name      string `json:"name"`
-	Chart     string `json:"chart"`
+	// Name identifies the chart, unique in its group.
+	Name string `json:"name"`
+	// Chart is the chart to install, e.g. openstack-helm/keystone.
+	Chart string `json:"chart"`
+	// Namespace the release is installed in.
 	Namespace string `json:"namespace,omitempty"`
 }
 
@@ -146,6 +157,7 @@ type Host struct {
 
 // HostSpec is the desired state of one host.
 type HostSpec struct {
+	// Roles say what the host is for: controller, worker and/or storage (at least one).
 	Roles []string `json:"roles"`
 	// ManagementAddress is the IP the agent and coordinators reach this host on.
 	ManagementAddress string      `json:"managementAddress"`
@@ -179,13 +191,15 @@ const (
 
 // Interface is a host network interface Plinth configures.
 type Interface struct {
+	// Name is the kernel's interface name (at most 15 characters).
 	Name string `json:"name"`
 	// Type is ethernet (the default), bond, bridge, vlan, macvlan or vxlan.
 	Type string `json:"type,omitempty"`
 	// MAC matches an ethernet interface by address instead of name; on the types
 	// Plinth creates it sets the address.
 	MAC string `json:"mac,omitempty"`
-	MTU int    `json:"mtu,omitempty"`
+	// MTU of the interface; unset takes the largest MTU of the networks it carries.
+	MTU int `json:"mtu,omitempty"`
 	// State is "up" (default) or "down".
 	State string `json:"state,omitempty"`
 	// Addresses in CIDR notation (10.0.0.5/24, fd00::5/64).
@@ -201,7 +215,8 @@ type Interface struct {
 	// device of a vxlan.
 	Parent string `json:"parent,omitempty"`
 	// VLAN is a vlan interface's 802.1q ID; unset takes the VLAN of the network it carries.
-	VLAN    int             `json:"vlan,omitempty"`
+	VLAN int `json:"vlan,omitempty"`
+	// Bond, Macvlan and VXLAN hold the options of an interface of that type.
 	Bond    *BondOptions    `json:"bond,omitempty"`
 	Macvlan *MacvlanOptions `json:"macvlan,omitempty"`
 	VXLAN   *VXLANOptions   `json:"vxlan,omitempty"`
@@ -247,32 +262,43 @@ type VXLANOptions struct {
 
 // Route is a static route.
 type Route struct {
-	To     string `json:"to"`
-	Via    string `json:"via,omitempty"`
-	Dev    string `json:"dev,omitempty"`
-	Metric int    `json:"metric,omitempty"`
-	MTU    int    `json:"mtu,omitempty"`
-	Table  int    `json:"table,omitempty"`
+	// To is the destination: "default" or a CIDR such as 10.1.0.0/16.
+	To string `json:"to"`
+	// Via is the gateway address.
+	Via string `json:"via,omitempty"`
+	// Dev is the interface the route leaves by.
+	Dev string `json:"dev,omitempty"`
+	// Metric orders routes to the same destination; lower wins.
+	Metric int `json:"metric,omitempty"`
+	// MTU is the route's path MTU.
+	MTU int `json:"mtu,omitempty"`
+	// Table is the routing table the route goes in; 0 for main.
+	Table int `json:"table,omitempty"`
 }
 
 // Rule is a routing policy rule: packets that match every selector set look up Table.
 // The family follows from and to; a rule with neither is IPv4 (use from: ::/0 for IPv6).
 type Rule struct {
 	// Priority orders rules and identifies this one; 1..32765.
-	Priority int    `json:"priority"`
-	From     string `json:"from,omitempty"`
-	To       string `json:"to,omitempty"`
-	IIF      string `json:"iif,omitempty"`
-	OIF      string `json:"oif,omitempty"`
-	FWMark   int    `json:"fwmark,omitempty"`
-	Table    int    `json:"table"`
+	Priority int `json:"priority"`
+	// From and To match the source and destination prefix.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// IIF and OIF match the incoming and outgoing interface by name.
+	IIF string `json:"iif,omitempty"`
+	OIF string `json:"oif,omitempty"`
+	// FWMark matches the firewall mark.
+	FWMark int `json:"fwmark,omitempty"`
+	// Table is the routing table matching packets look up.
+	Table int `json:"table"`
 }
 
 // Hugepages is a reservation of huge pages of one size.
 type Hugepages struct {
 	// Size is 2Mi or 1Gi (2048kB and 1048576kB are accepted too).
-	Size  string `json:"size"`
-	Count int    `json:"count"`
+	Size string `json:"size"`
+	// Count is the number of pages.
+	Count int `json:"count"`
 	// Node is the NUMA node; unset lets the kernel spread the pages over all nodes.
 	Node *int `json:"node,omitempty"`
 }

@@ -189,8 +189,6 @@ func controllerHosts(hosts []Host) []string {
 	return names
 }
 
-var networkRoles = []string{NetworkOAM, NetworkMgmt, NetworkClusterHost, NetworkData, NetworkOther}
-
 // networks validates the site networks and returns their parsed prefixes (invalid
 // ones are the zero Prefix) for later overlap checks.
 func (v *validator) networks(nets []Network) []netip.Prefix {
@@ -203,7 +201,7 @@ func (v *validator) networks(nets []Network) []netip.Prefix {
 			v.add(p+".name", "duplicate network name %q; network names must be unique", n.Name)
 		}
 		seen[n.Name] = true
-		v.oneOf(p+".role", n.Role, false, networkRoles...)
+		v.oneOf(p+".role", n.Role, false, NetworkRoles...)
 		if n.CIDR == "" {
 			v.add(p+".cidr", "required: the network's CIDR, e.g. 10.0.0.0/24")
 		} else if pfx, ok := v.cidr(p+".cidr", n.CIDR); ok {
@@ -260,7 +258,7 @@ func (v *validator) pool(path string, pl *AddressPool, cidr netip.Prefix) {
 
 func (v *validator) policy(p *Policy) {
 	const path = "site.spec.policy"
-	v.oneOf(path+".drift", p.Drift, true, DriftReport, DriftRepair)
+	v.oneOf(path+".drift", p.Drift, true, DriftPolicies...)
 	positive := func(field string, n, def int) {
 		if n < 0 {
 			v.add(path+"."+field, "%d must be positive (0 means the default, %d)", n, def)

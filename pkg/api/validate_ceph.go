@@ -13,11 +13,6 @@ import (
 	"strings"
 )
 
-// cephFailureDomains are the CRUSH bucket types of Ceph's default type map.
-var cephFailureDomains = []string{"osd", "host", "chassis", "rack", "row", "pdu", "pod", "room", "datacenter", "zone", "region", "root"}
-
-var cephCapKeys = []string{"mon", "osd", "mgr", "mds"}
-
 // ceph validates site.spec.ceph against the effective pools and users, so a
 // reference to a default pool is as good as one to a declared pool.
 func (v *validator) ceph(s *SiteSpec, hosts []Host) {
@@ -45,7 +40,7 @@ func (v *validator) ceph(s *SiteSpec, hosts []Host) {
 	if c.OSDHosts < 0 {
 		v.add(p+".osdHosts", "%d must be positive (0 means: count the storage hosts, else the controllers)", c.OSDHosts)
 	}
-	v.oneOf(p+".defaults", c.Defaults, true, CephDefaultsOpenStack, CephDefaultsNone)
+	v.oneOf(p+".defaults", c.Defaults, true, CephDefaultSets...)
 	v.cephPools(s, hosts)
 	v.cephUsers(s)
 }
@@ -111,7 +106,7 @@ func (v *validator) cephPools(s *SiteSpec, hosts []Host) {
 			v.add(p+".crushRule", "%q is not a valid rule name: %s", clip(pool.CrushRule), cephNameRule)
 		}
 		if pool.FailureDomain != "" {
-			v.oneOf(p+".failureDomain", pool.FailureDomain, false, cephFailureDomains...)
+			v.oneOf(p+".failureDomain", pool.FailureDomain, false, CephFailureDomains...)
 			if pool.CrushRule != "" {
 				v.add(p+".failureDomain", "set crushRule or failureDomain, not both")
 			}
@@ -175,8 +170,8 @@ func (v *validator) cephUsers(s *SiteSpec) {
 			v.add(p+".caps", "set caps or pools/readOnlyPools, not both")
 		}
 		for k := range u.Caps {
-			if !slices.Contains(cephCapKeys, k) {
-				v.add(index(p+".caps", mapKey(k)), "%q is not a cap key; valid keys are %s", clip(k), strings.Join(cephCapKeys, ", "))
+			if !slices.Contains(CephCapKeys, k) {
+				v.add(index(p+".caps", mapKey(k)), "%q is not a cap key; valid keys are %s", clip(k), strings.Join(CephCapKeys, ", "))
 			}
 		}
 	}

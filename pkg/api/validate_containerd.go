@@ -15,8 +15,7 @@ import (
 )
 
 var (
-	snapshotters = []string{"overlayfs", "native", "btrfs", "zfs", "devmapper"}
-	digestRE     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
 // containerd validates site.spec.kubernetes.containerd; nil means all defaults.
@@ -30,8 +29,8 @@ func (v *validator) containerd(c *ContainerdSpec) {
 			v.add(p+".sandboxImage", "%q is not a valid image reference (want e.g. registry.k8s.io/pause:3.10.2): %v", clip(c.SandboxImage), err)
 		}
 	}
-	v.oneOf(p+".cgroupDriver", c.CgroupDriver, true, CgroupSystemd, CgroupCgroupfs)
-	v.oneOf(p+".snapshotter", c.Snapshotter, true, snapshotters...)
+	v.oneOf(p+".cgroupDriver", c.CgroupDriver, true, CgroupDrivers...)
+	v.oneOf(p+".snapshotter", c.Snapshotter, true, Snapshotters...)
 	for _, reg := range slices.Sorted(maps.Keys(c.Mirrors)) {
 		v.mirror(index(p+".mirrors", mapKey(reg)), reg, c.Mirrors[reg])
 	}

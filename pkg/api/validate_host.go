@@ -13,8 +13,6 @@ import (
 // netlink libraries and iproute2 scripts commonly treat it as a signed int).
 const maxTable = math.MaxInt32
 
-var hostRoles = []string{RoleController, RoleWorker, RoleStorage}
-
 // hosts validates each host and what must be unique across hosts.
 func (v *validator) hosts(site *Site, hosts []Host) {
 	var networks map[string]Network // nil: no site, references unchecked
@@ -98,14 +96,14 @@ func (v *validator) labels(path string, labels map[string]string, what string) {
 
 func (v *validator) roles(path string, roles []string) {
 	if len(roles) == 0 {
-		v.add(path, "required: at least one of %s", strings.Join(hostRoles, ", "))
+		v.add(path, "required: at least one of %s", strings.Join(HostRoles, ", "))
 		return
 	}
 	for i, r := range roles {
 		p := index(path, strconv.Itoa(i))
 		switch {
-		case !slices.Contains(hostRoles, r):
-			v.add(p, "%q is not a valid role; valid roles are %s", clip(r), strings.Join(hostRoles, ", "))
+		case !slices.Contains(HostRoles, r):
+			v.add(p, "%q is not a valid role; valid roles are %s", clip(r), strings.Join(HostRoles, ", "))
 		case slices.Index(roles, r) < i:
 			v.add(p, "%q is listed twice", r)
 		}
@@ -134,7 +132,7 @@ func (v *validator) interfaces(path string, h *HostSpec, networks map[string]Net
 			}
 		}
 		v.mtu(p+".mtu", in.MTU, true)
-		v.oneOf(p+".state", in.State, true, "up", "down")
+		v.oneOf(p+".state", in.State, true, InterfaceStates...)
 		for j, a := range in.Addresses {
 			ap := index(p+".addresses", strconv.Itoa(j))
 			pfx, err := netip.ParsePrefix(a)

@@ -148,7 +148,7 @@ func (v *validator) kubeSettings(p string, k *KubernetesSpec) {
 	if k.ImageRepository != "" && !validImageRef(k.ImageRepository) {
 		v.add(p+".imageRepository", "%q is not a valid image repository (want e.g. registry.local:5000/k8s, without a scheme)", clip(k.ImageRepository))
 	}
-	v.oneOf(p+".vipProvider", k.VIPProvider, true, VIPKeepalived, VIPKubeVIP)
+	v.oneOf(p+".vipProvider", k.VIPProvider, true, VIPProviders...)
 	switch {
 	case k.KubeVIPImage == "":
 	case k.VIPProvider == VIPKeepalived:
@@ -161,7 +161,7 @@ func (v *validator) kubeSettings(p string, k *KubernetesSpec) {
 			v.add(index(p+".certSANs", strconv.Itoa(i)), "%q is neither an IP address nor a DNS name", clip(san))
 		}
 	}
-	v.oneOf(p+".proxyMode", k.ProxyMode, true, "nftables", "iptables", "ipvs")
+	v.oneOf(p+".proxyMode", k.ProxyMode, true, ProxyModes...)
 	if k.CRISocket != "" && (!strings.HasPrefix(k.CRISocket, "unix:///") || len(k.CRISocket) == len("unix:///")) {
 		v.add(p+".criSocket", "%q is not valid; want a unix socket URL such as %s", clip(k.CRISocket), DefaultCRISocket)
 	}
@@ -194,7 +194,7 @@ func (v *validator) etcd(p string, e *EtcdSpec, apiPort int) {
 }
 
 func (v *validator) cni(p string, c *CNISpec) {
-	v.oneOf(p+".plugin", c.Plugin, true, CNICalico, CNIFlannel, CNINone)
+	v.oneOf(p+".plugin", c.Plugin, true, CNIPlugins...)
 	switch {
 	case c.Manifest == "":
 	case c.Plugin == CNINone:

@@ -10,10 +10,6 @@ import (
 )
 
 var (
-	interfaceTypes  = []string{InterfaceEthernet, InterfaceBond, InterfaceBridge, InterfaceVLAN, InterfaceMacvlan, InterfaceVXLAN}
-	bondModes       = []string{BondLACP, BondActiveBackup, BondBalanceXOR}
-	bondHashes      = []string{"layer2", "layer2+3", "layer3+4", "encap2+3", "encap3+4"}
-	macvlanModes    = []string{"bridge", "vepa", "private", "passthru"}
 	maxVNI          = 1<<24 - 1
 	maxRulePriority = 32765 // 0, 32766 and 32767 hold the kernel's own rules
 )
@@ -21,7 +17,7 @@ var (
 // interfaceType checks that an interface's type is known and that it sets exactly the
 // fields of its type.
 func (v *validator) interfaceType(p string, in *Interface) {
-	v.oneOf(p+".type", in.Type, true, interfaceTypes...)
+	v.oneOf(p+".type", in.Type, true, InterfaceTypes...)
 	t := orDefault(in.Type, InterfaceEthernet)
 	switch {
 	case len(in.Members) > 0 && t != InterfaceBond && t != InterfaceBridge:
@@ -46,7 +42,7 @@ func (v *validator) interfaceType(p string, in *Interface) {
 		if t != InterfaceMacvlan {
 			v.add(p+".macvlan", "only a macvlan has macvlan options; this interface is of type %s", t)
 		} else {
-			v.oneOf(p+".macvlan.mode", m.Mode, true, macvlanModes...)
+			v.oneOf(p+".macvlan.mode", m.Mode, true, MacvlanModes...)
 		}
 	}
 	switch x := in.VXLAN; {
@@ -67,17 +63,17 @@ func (v *validator) bondOptions(p, t string, b *BondOptions) {
 		v.add(p, "only a bond has bond options; this interface is of type %s", t)
 		return
 	}
-	v.oneOf(p+".mode", b.Mode, true, bondModes...)
+	v.oneOf(p+".mode", b.Mode, true, BondModes...)
 	mode := orDefault(b.Mode, DefaultBondMode)
 	if b.LACPRate != "" && mode != BondLACP {
 		v.add(p+".lacpRate", "only mode 802.3ad uses lacpRate; this bond is %s", mode)
 	} else {
-		v.oneOf(p+".lacpRate", b.LACPRate, true, "slow", "fast")
+		v.oneOf(p+".lacpRate", b.LACPRate, true, BondLACPRates...)
 	}
 	if b.HashPolicy != "" && mode == BondActiveBackup {
 		v.add(p+".hashPolicy", "mode active-backup sends on one member and has no hashPolicy")
 	} else {
-		v.oneOf(p+".hashPolicy", b.HashPolicy, true, bondHashes...)
+		v.oneOf(p+".hashPolicy", b.HashPolicy, true, BondHashPolicies...)
 	}
 	if b.MIIMon < 0 {
 		v.add(p+".miimon", "%d is below 0", b.MIIMon)

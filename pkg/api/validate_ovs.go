@@ -21,11 +21,6 @@ const (
 )
 
 var (
-	ovsDatapaths  = []string{OVSDatapathNetdev, OVSDatapathSystem}
-	ovsPortTypes  = []string{OVSPortDPDK, OVSPortSystem, OVSPortInternal}
-	ovsBondModes  = []string{OVSBondActiveBackup, OVSBondBalanceSLB, OVSBondBalanceTCP}
-	ovsLACPModes  = []string{OVSLACPActive, OVSLACPPassive, OVSLACPOff}
-	ovsLACPTimes  = []string{"fast", "slow"}
 	pciAddressRE  = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 	ovsCPUListMsg = "want a Linux cpulist such as 2-3,18-19"
 )
@@ -151,7 +146,7 @@ func (v *validator) ovsBridges(p string, bridges []OVSBridge, dpdk bool) {
 		bp := index(p, key(b.Name, i))
 		v.ovsName(bp+".name", b.Name, "bridge")
 		unique(bp+".name", b.Name)
-		v.oneOf(bp+".datapath", b.Datapath, true, ovsDatapaths...)
+		v.oneOf(bp+".datapath", b.Datapath, true, OVSDatapaths...)
 		for j, pt := range b.Ports {
 			pp := index(bp+".ports", key(pt.Name, j))
 			unique(pp+".name", pt.Name)
@@ -200,9 +195,9 @@ func (v *validator) ovsPort(p string, pt OVSPort, b OVSBridge, dpdk bool) {
 	}
 	bp := p + ".bond"
 	bd := pt.Bond
-	v.oneOf(bp+".mode", bd.Mode, true, ovsBondModes...)
-	v.oneOf(bp+".lacp", bd.LACP, true, ovsLACPModes...)
-	v.oneOf(bp+".lacpTime", bd.LACPTime, true, ovsLACPTimes...)
+	v.oneOf(bp+".mode", bd.Mode, true, OVSBondModes...)
+	v.oneOf(bp+".lacp", bd.LACP, true, OVSLACPModes...)
+	v.oneOf(bp+".lacpTime", bd.LACPTime, true, OVSLACPTimes...)
 	if bd.Mode == OVSBondBalanceTCP && (bd.LACP == "" || bd.LACP == OVSLACPOff) {
 		v.add(bp+".lacp", "balance-tcp needs LACP: set active or passive")
 	}
@@ -223,7 +218,7 @@ func (v *validator) ovsPort(p string, pt OVSPort, b OVSBridge, dpdk bool) {
 
 func (v *validator) ovsInterface(p string, in OVSInterface, b OVSBridge, dpdk bool) {
 	v.ovsName(p+".name", in.Name, "interface")
-	v.oneOf(p+".type", in.Type, true, ovsPortTypes...)
+	v.oneOf(p+".type", in.Type, true, OVSPortTypes...)
 	t := OVSInterfaceType(in)
 	if t != OVSPortDPDK {
 		for f, set := range map[string]bool{"pci": in.PCI != "", "devargs": in.Devargs != "", "rxQueues": in.RxQueues != 0} {
