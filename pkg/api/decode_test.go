@@ -218,3 +218,18 @@ func TestDecodeLimits(t *testing.T) {
 		t.Errorf("too many hosts: %v", err)
 	}
 }
+
+// A secret reference anywhere in a manifest is refused: value, label, map key, list.
+func TestDecodeRefusesSecretReferences(t *testing.T) {
+	doc := "apiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: w1}\nspec:\n  roles: [worker]\n  managementAddress: 10.0.0.1\n"
+	for _, tc := range []struct{ extra, path string }{
+		{"  labels: {steal: \"plinth-secret:generated/etcd-ca-key\"}\n", "hosts[w1].spec.labels[steal]"},
+		{"  sysctls: {\"plinth-secret:x\": \"1\"}\n", `hosts[w1].spec.sysctls["plinth-secret:x"]`},
+		{"  interfaces: [{name: eth0, addresses: [\"x plinth-secret:output/c0/kube.init/admin.conf\"]}]\n", "hosts[w1].spec.interfaces[0].addresses[0]"},
+	} {
+		_, err := Decode("site.yaml", []byte(doc+tc.extra))
+		if err == nil || !strings.Contains(err.Error(), tc.path+": holds ") || !strings.Contains(err.Error(), "a manifest cannot reference secrets") {
+			t.Errorf("%s: %v", tc.path, err)
+		}
+	}
+}

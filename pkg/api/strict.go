@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/secretref"
 )
 
 // checkType compares a generic JSON value against the Go type it will be decoded into
@@ -24,6 +26,15 @@ type typeChecker struct{ errs []FieldError }
 
 func (c *typeChecker) add(path, msg string) {
 	c.errs = append(c.errs, FieldError{Path: path, Msg: msg})
+}
+
+// secretRef refuses a secret reference in any string of a manifest (a value or a map
+// key): only the planner writes them, so a manifest can never hand a host a secret.
+func (c *typeChecker) secretRef(path, s string) {
+	if secretref.Contains(s) {
+		c.add(path, fmt.Sprintf("holds %q: strings containing %q are secret references, which only the coordinators write; a manifest cannot reference secrets",
+			clip(s), secretref.Prefix))
+	}
 }
 
 // namedLists are the list element types indexed by their name in paths; everything
@@ -95,11 +106,14 @@ func (c *typeChecker) check(path string, v any, t reflect.Type) {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
+			c.secretRef(index(path, mapKey(k)), k)
 			c.check(index(path, mapKey(k)), obj[k], t.Elem())
 		}
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		if str, ok := v.(string); !ok {
 			c.mismatch(path, "a string", v)
+		} else {
+			c.secretRef(path, str)
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
