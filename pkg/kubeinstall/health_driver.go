@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // healthTimeout bounds each request of a health check, so a dead VIP fails fast.
@@ -35,11 +35,11 @@ func NewHealthDriver(stateDir string, opts ...Option) *HealthDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *HealthDriver) Kind() string { return kubesteps.KindHealth }
+func (d *HealthDriver) Kind() string { return kubespec.KindHealth }
 
 // Diff implements driver.Driver.
 func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.HealthInputs
+	var in kubespec.HealthInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
@@ -169,7 +170,7 @@ func TestRenderOVSWaitsForHugepages(t *testing.T) {
 	for _, n := range site.Spec.Networks {
 		nets[n.Name] = n
 	}
-	rendered := map[string]bool{StepID("compute-0", kindHugepages, ""): true}
+	rendered := map[string]bool{StepID("compute-0", hostspec.KindHugepages, ""): true}
 	steps, err := renderOVS(renderInput{site: site, hosts: hosts, nets: nets, rendered: rendered})
 	if err != nil {
 		t.Fatal(err)
