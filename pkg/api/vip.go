@@ -1,8 +1,6 @@
 package api
 
-import (
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
-)
+import "github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 
 // VIP providers (spec.kubernetes.vipProvider). The drivers' contract names them;
 // the manifest uses the same words.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 // SystemConfigFile is where a Ceph host keeps its cluster configuration.

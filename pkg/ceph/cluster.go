@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"syscall"
+
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 // Cluster is one authenticated librados session. Implementations block; callers

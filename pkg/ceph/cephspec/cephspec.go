@@ -30,7 +30,7 @@ const (
 type Conn struct {
 	// Monitors override the config file's "mon host" when set.
 	Monitors []string `json:"monitors,omitempty"`
-	// ConfigFile is a ceph.conf; empty picks the driver's default (see Client).
+	// ConfigFile is a ceph.conf; empty picks the driver's default (see ceph.Client).
 	ConfigFile string `json:"configFile,omitempty"`
 	// Keyring holds User's key; empty leaves it to the config file.
 	Keyring string `json:"keyring,omitempty"`
