@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/kubeinstall"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
@@ -32,15 +32,15 @@ import (
 var kubePhases = []struct{ name, kind string }{
 	{"containerd", "containerd.config"},
 	{"images", "images.import"},
-	{"binaries", kubesteps.KindBinaries},
-	{"etcd", kubesteps.KindEtcd},
-	{"vip", kubesteps.KindVIP},
-	{"init", kubesteps.KindInit},
-	{"control-plane join", kubesteps.KindJoinControlPlane},
-	{"worker joins", kubesteps.KindJoin},
-	{"cni", kubesteps.KindCNI},
-	{"labels", kubesteps.KindLabels},
-	{"health", kubesteps.KindHealth},
+	{"binaries", kubespec.KindBinaries},
+	{"etcd", kubespec.KindEtcd},
+	{"vip", kubespec.KindVIP},
+	{"init", kubespec.KindInit},
+	{"control-plane join", kubespec.KindJoinControlPlane},
+	{"worker joins", kubespec.KindJoin},
+	{"cni", kubespec.KindCNI},
+	{"labels", kubespec.KindLabels},
+	{"health", kubespec.KindHealth},
 }
 
 type kubeResult struct {
@@ -88,7 +88,7 @@ func runKube(ctx context.Context, o options) error {
 		if _, err := b.cl.Do(ctx, "GET", "/v1/steps", nil, &steps); err != nil {
 			return err
 		}
-		if first := phaseStart(steps, kubesteps.KindInit); !first.IsZero() {
+		if first := phaseStart(steps, kubespec.KindInit); !first.IsZero() {
 			r.fromInit = last.Sub(first.Truncate(time.Second))
 		}
 		printPhases(steps, applied)
@@ -209,20 +209,20 @@ func (b *bench) kubeadmFloor(ctx context.Context, steps []plan.Record, k func(..
 	var r floorResult
 	var initHost string
 	var joins []string
-	var cluster kubesteps.Cluster
-	var cni kubesteps.CNIInputs
+	var cluster kubespec.Cluster
+	var cni kubespec.CNIInputs
 	for _, s := range steps {
 		switch s.Kind {
-		case kubesteps.KindInit:
+		case kubespec.KindInit:
 			initHost = s.Host
-			var in kubesteps.InitInputs
+			var in kubespec.InitInputs
 			if err := json.Unmarshal(s.Inputs, &in); err != nil {
 				return r, fmt.Errorf("kube.init inputs: %w", err)
 			}
 			cluster = in.Cluster
-		case kubesteps.KindJoin, kubesteps.KindJoinControlPlane:
+		case kubespec.KindJoin, kubespec.KindJoinControlPlane:
 			joins = append(joins, s.Host)
-		case kubesteps.KindCNI:
+		case kubespec.KindCNI:
 			if err := json.Unmarshal(s.Inputs, &cni); err != nil {
 				return r, fmt.Errorf("kube.cni inputs: %w", err)
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 )
@@ -37,7 +37,7 @@ type fakeNet struct {
 
 func newFakeNet() *fakeNet { return &fakeNet{} }
 
-func (f *fakeNet) Kind() string { return host.KindNetwork }
+func (f *fakeNet) Kind() string { return hostspec.KindNetwork }
 
 func (f *fakeNet) Diff(_ context.Context, inputs json.RawMessage) ([]driver.Change, error) {
 	f.mu.Lock()

@@ -1,10 +1,10 @@
 package api
 
-import "github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+import "github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 
 // VIP providers (spec.kubernetes.vipProvider). The drivers' contract names them;
 // the manifest uses the same words.
 const (
-	VIPKeepalived = kubesteps.VIPKeepalived
-	VIPKubeVIP    = kubesteps.VIPKubeVIP
+	VIPKeepalived = kubespec.VIPKeepalived
+	VIPKubeVIP    = kubespec.VIPKubeVIP
 )

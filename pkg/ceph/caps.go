@@ -6,28 +6,6 @@ import (
 	"strings"
 )
 
-// RBDCaps are the caps of an RBD client: "profile rbd" on the monitors, and per pool
-// "profile rbd" (read-write) or "profile rbd-read-only" on the OSDs; the managers get
-// the read-write pools (rbd_support: trash purge, task queue).
-func RBDCaps(pools, readOnly []string) map[string]string {
-	var osd, mgr []string
-	for _, p := range pools {
-		osd = append(osd, "profile rbd pool="+p)
-		mgr = append(mgr, "profile rbd pool="+p)
-	}
-	for _, p := range readOnly {
-		osd = append(osd, "profile rbd-read-only pool="+p)
-	}
-	caps := map[string]string{"mon": "profile rbd"}
-	if len(osd) > 0 {
-		caps["osd"] = strings.Join(osd, ", ")
-	}
-	if len(mgr) > 0 {
-		caps["mgr"] = strings.Join(mgr, ", ")
-	}
-	return caps
-}
-
 // capsArgs renders caps as the flat list "auth get-or-create" and "auth caps" take:
 // ["mon", "profile rbd", "osd", "..."], in key order.
 func capsArgs(caps map[string]string) []string {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 // SystemConfigFile is where a Ceph host keeps its cluster configuration.
@@ -47,7 +49,7 @@ func NewClient(dial Dialer, opts ...Option) *Client {
 
 // resolve fills in the defaults of conn: the admin user, and the client's config
 // file when conn names neither a file nor monitors.
-func (c *Client) resolve(conn Conn) Conn {
+func (c *Client) resolve(conn cephspec.Conn) cephspec.Conn {
 	if conn.User == "" {
 		conn.User = "admin"
 	}
@@ -57,12 +59,12 @@ func (c *Client) resolve(conn Conn) Conn {
 	return conn
 }
 
-func sessionKey(c Conn) string {
+func sessionKey(c cephspec.Conn) string {
 	return strings.Join([]string{c.ConfigFile, c.Keyring, c.User, strings.Join(c.Monitors, ",")}, "\x00")
 }
 
 // session returns a session with the cluster, dialling when there is none.
-func (c *Client) session(ctx context.Context, conn Conn) (Cluster, error) {
+func (c *Client) session(ctx context.Context, conn cephspec.Conn) (Cluster, error) {
 	conn = c.resolve(conn)
 	if conn.ConfigFile != "" {
 		if _, err := os.Stat(conn.ConfigFile); err != nil {
@@ -83,7 +85,7 @@ func (c *Client) session(ctx context.Context, conn Conn) (Cluster, error) {
 	return s, nil
 }
 
-func describe(c Conn) string {
+func describe(c cephspec.Conn) string {
 	var parts []string
 	if len(c.Monitors) > 0 {
 		parts = append(parts, "monitors "+strings.Join(c.Monitors, ","))
@@ -102,7 +104,7 @@ var transportErrnos = []syscall.Errno{syscall.ETIMEDOUT, syscall.ENOTCONN, sysca
 
 // forget closes and drops the session for conn after a transport failure, so the
 // next step dials afresh. Refusals keep the session.
-func (c *Client) forget(conn Conn, err error) {
+func (c *Client) forget(conn cephspec.Conn, err error) {
 	if err == nil || !slices.ContainsFunc(transportErrnos, func(n syscall.Errno) bool { return errors.Is(err, n) }) {
 		return
 	}

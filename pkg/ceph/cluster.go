@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 // Cluster is one authenticated librados session. Implementations block; callers
@@ -23,7 +25,7 @@ type Cluster interface {
 }
 
 // Dialer opens a session with the cluster conn describes, fully resolved (see Client).
-type Dialer func(ctx context.Context, conn Conn) (Cluster, error)
+type Dialer func(ctx context.Context, conn cephspec.Conn) (Cluster, error)
 
 // CommandError is a mon command the cluster refused: Errno is positive (syscall.ENOENT...)
 // and Status is Ceph's explanation.

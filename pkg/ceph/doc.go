@@ -1,7 +1,8 @@
-// Package ceph prepares an existing Ceph cluster for the cloud: the ceph.health,
-// ceph.pool and ceph.user step kinds, their inputs, and drivers that observe the
-// cluster with mon commands (JSON), diff it against the inputs and apply the
-// difference. User keys come back as step outputs, which the coordinator seals.
+// Package ceph prepares an existing Ceph cluster for the cloud: drivers for the
+// ceph.health, ceph.pool and ceph.user step kinds (their inputs are in
+// pkg/ceph/cephspec) that observe the cluster with mon commands (JSON), diff it
+// against the inputs and apply the difference. User keys come back as step outputs,
+// which the coordinator seals.
 //
 // It owns pools, CRUSH rules it creates for a failure domain, and cephx users the
 // manifest names. It must never deploy or repair Ceph daemons, never shell out to the

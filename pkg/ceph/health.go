@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -18,15 +19,15 @@ import (
 type HealthDriver struct{ c *Client }
 
 // Kind implements driver.Driver.
-func (d *HealthDriver) Kind() string { return KindHealth }
+func (d *HealthDriver) Kind() string { return cephspec.KindHealth }
 
 // errWaitCluster is what applying a health finding returns: retrying later may help.
 var errWaitCluster = errors.New("waiting for the cluster to recover (Plinth prepares pools and users; it does not repair Ceph daemons)")
 
 // Diff implements driver.Driver.
 func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in HealthInputs
-	if err := decode(KindHealth, raw, &in); err != nil {
+	var in cephspec.HealthInputs
+	if err := decode(cephspec.KindHealth, raw, &in); err != nil {
 		return nil, err
 	}
 	cl, err := d.c.session(ctx, in.Cluster)
@@ -49,8 +50,8 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 // Outputs implements driver.Outputter: the cluster's fsid and monitor addresses,
 // which Kubernetes' RBD provisioner and the OpenStack charts are configured with.
 func (d *HealthDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
-	var in HealthInputs
-	if err := decode(KindHealth, raw, &in); err != nil {
+	var in cephspec.HealthInputs
+	if err := decode(cephspec.KindHealth, raw, &in); err != nil {
 		return nil, err
 	}
 	cl, err := d.c.session(ctx, in.Cluster)
@@ -63,7 +64,7 @@ func (d *HealthDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[st
 	if err != nil {
 		return nil, fmt.Errorf("ceph: read the monitor map: %w", err)
 	}
-	return map[string]string{"fsid": m.FSID, "monitors": strings.Join(m.addrs(), ",")}, nil
+	return map[string]string{cephspec.OutputFSID: m.FSID, cephspec.OutputMonitors: strings.Join(m.addrs(), ",")}, nil
 }
 
 // clusterStatus is the part of "status" the health step reads.

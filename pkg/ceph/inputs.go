@@ -5,61 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
-
-// Step kinds.
-const (
-	KindHealth = "ceph.health"
-	KindPool   = "ceph.pool"
-	KindUser   = "ceph.user"
-)
-
-// Conn says how the step's host reaches the cluster as an admin.
-type Conn struct {
-	// Monitors override the config file's "mon host" when set.
-	Monitors []string `json:"monitors,omitempty"`
-	// ConfigFile is a ceph.conf; empty picks the driver's default (see Client).
-	ConfigFile string `json:"configFile,omitempty"`
-	// Keyring holds User's key; empty leaves it to the config file.
-	Keyring string `json:"keyring,omitempty"`
-	// User is the cephx id without "client."; default admin.
-	User string `json:"user,omitempty"`
-}
-
-// HealthInputs are the inputs of a ceph.health step.
-type HealthInputs struct {
-	Cluster Conn `json:"cluster"`
-}
-
-// PoolInputs are the inputs of a ceph.pool step: one replicated pool as it must be.
-type PoolInputs struct {
-	Cluster Conn   `json:"cluster"`
-	Name    string `json:"name"`
-	Size    int    `json:"size"`
-	MinSize int    `json:"minSize"`
-	// PGNum > 0 fixes pg_num with the autoscaler off; 0 turns the autoscaler on.
-	PGNum       int    `json:"pgNum,omitempty"`
-	Application string `json:"application"`
-	// QuotaMaxBytes and QuotaMaxObjects of 0 mean no quota.
-	QuotaMaxBytes   int64 `json:"quotaMaxBytes,omitempty"`
-	QuotaMaxObjects int64 `json:"quotaMaxObjects,omitempty"`
-	// CrushRule is the rule the pool must use; empty leaves the pool's rule alone.
-	CrushRule string `json:"crushRule,omitempty"`
-	// FailureDomain and DeviceClass describe CrushRule when Plinth creates it.
-	FailureDomain string `json:"failureDomain,omitempty"`
-	DeviceClass   string `json:"deviceClass,omitempty"`
-	// Delete removes the pool (refused while it holds RBD images).
-	Delete bool `json:"delete,omitempty"`
-}
-
-// UserInputs are the inputs of a ceph.user step: client.<Name> with exactly Caps.
-type UserInputs struct {
-	Cluster Conn              `json:"cluster"`
-	Name    string            `json:"name"`
-	Caps    map[string]string `json:"caps,omitempty"`
-	Delete  bool              `json:"delete,omitempty"`
-}
 
 // decode reads step inputs strictly; a bad input is Permanent (a retry cannot fix it).
 func decode(kind string, raw json.RawMessage, v any) error {
@@ -71,9 +19,9 @@ func decode(kind string, raw json.RawMessage, v any) error {
 	return nil
 }
 
-func parsePool(raw json.RawMessage) (PoolInputs, error) {
-	var in PoolInputs
-	if err := decode(KindPool, raw, &in); err != nil {
+func parsePool(raw json.RawMessage) (cephspec.PoolInputs, error) {
+	var in cephspec.PoolInputs
+	if err := decode(cephspec.KindPool, raw, &in); err != nil {
 		return in, err
 	}
 	switch {
@@ -91,9 +39,9 @@ func parsePool(raw json.RawMessage) (PoolInputs, error) {
 	return in, nil
 }
 
-func parseUser(raw json.RawMessage) (UserInputs, error) {
-	var in UserInputs
-	if err := decode(KindUser, raw, &in); err != nil {
+func parseUser(raw json.RawMessage) (cephspec.UserInputs, error) {
+	var in cephspec.UserInputs
+	if err := decode(cephspec.KindUser, raw, &in); err != nil {
 		return in, err
 	}
 	if in.Name == "" {

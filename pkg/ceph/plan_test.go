@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -61,14 +62,14 @@ func summaries(acts []action) []string {
 
 func TestPlanPool(t *testing.T) {
 	topo := sampleTopology(t)
-	base := PoolInputs{Name: "volumes", Size: 1, MinSize: 1, Application: "rbd"}
+	base := cephspec.PoolInputs{Name: "volumes", Size: 1, MinSize: 1, Application: "rbd"}
 	inSync := poolState{Name: "volumes", Size: 1, MinSize: 1, AutoscaleMode: "on", PGNum: 32, PGNumTarget: 32,
 		Applications: map[string]map[string]string{"rbd": {}}}
-	with := func(f func(*PoolInputs)) PoolInputs { in := base; f(&in); return in }
+	with := func(f func(*cephspec.PoolInputs)) cephspec.PoolInputs { in := base; f(&in); return in }
 	state := func(f func(*poolState)) *poolState { s := inSync; f(&s); return &s }
 	for _, c := range []struct {
 		name     string
-		in       PoolInputs
+		in       cephspec.PoolInputs
 		cur      *poolState
 		rbdReady bool
 		want     []string
@@ -83,26 +84,26 @@ func TestPlanPool(t *testing.T) {
 			"pool volumes: size 2 -> 1 (one copy of the data: a single-node site has no redundancy)",
 		}},
 		{"not rbd-initialised", base, &inSync, false, []string{"pool volumes: initialise for RBD"}},
-		{"fixed pg_num", with(func(p *PoolInputs) { p.PGNum = 64 }), &inSync, true, []string{
+		{"fixed pg_num", with(func(p *cephspec.PoolInputs) { p.PGNum = 64 }), &inSync, true, []string{
 			"pool volumes: pg autoscale on -> off (pgNum 64 is fixed)",
 			"pool volumes: pg_num 32 -> 64 (Ceph moves there gradually)",
 		}},
-		{"pg_num moving to its target is in sync", with(func(p *PoolInputs) { p.PGNum = 64 }),
+		{"pg_num moving to its target is in sync", with(func(p *cephspec.PoolInputs) { p.PGNum = 64 }),
 			state(func(s *poolState) { s.AutoscaleMode, s.PGNum, s.PGNumTarget = "off", 40, 64 }), true, nil},
-		{"quota", with(func(p *PoolInputs) { p.QuotaMaxBytes = 1 << 30 }), &inSync, true, []string{
+		{"quota", with(func(p *cephspec.PoolInputs) { p.QuotaMaxBytes = 1 << 30 }), &inSync, true, []string{
 			"pool volumes: quota max_bytes none -> 1073741824",
 		}},
 		{"quota removed by the manifest", base, state(func(s *poolState) { s.QuotaMaxObjects = 10 }), true, []string{
 			"pool volumes: quota max_objects 10 -> none",
 		}},
-		{"rule for a failure domain", with(func(p *PoolInputs) { p.CrushRule, p.FailureDomain = "replicated-osd", "osd" }), &inSync, true, []string{
+		{"rule for a failure domain", with(func(p *cephspec.PoolInputs) { p.CrushRule, p.FailureDomain = "replicated-osd", "osd" }), &inSync, true, []string{
 			"create CRUSH rule replicated-osd (root default, failure domain osd)",
 			"pool volumes: crush_rule replicated_rule -> replicated-osd",
 		}},
-		{"too few OSDs for size", with(func(p *PoolInputs) { p.Size, p.MinSize = 3, 2 }), &inSync, true, []string{
+		{"too few OSDs for size", with(func(p *cephspec.PoolInputs) { p.Size, p.MinSize = 3, 2 }), &inSync, true, []string{
 			"pool volumes: size 3 needs 3 osd buckets with an up OSD under default; the cluster has 1",
 		}},
-		{"rgw pool is not rbd-initialised", with(func(p *PoolInputs) { p.Application = "rgw" }),
+		{"rgw pool is not rbd-initialised", with(func(p *cephspec.PoolInputs) { p.Application = "rgw" }),
 			state(func(s *poolState) { s.Applications = map[string]map[string]string{"rgw": {}} }), false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,23 +116,23 @@ func TestPlanPool(t *testing.T) {
 }
 
 func TestReplicationOrder(t *testing.T) {
-	up := replication(PoolInputs{Name: "p", Size: 3, MinSize: 2}, poolState{Size: 1, MinSize: 1})
+	up := replication(cephspec.PoolInputs{Name: "p", Size: 3, MinSize: 2}, poolState{Size: 1, MinSize: 1})
 	if got := summaries(up); !slices.Equal(got, []string{"pool p: size 1 -> 3", "pool p: min_size 1 -> 2"}) {
 		t.Errorf("growing: %v", got)
 	}
-	down := replication(PoolInputs{Name: "p", Size: 1, MinSize: 1}, poolState{Size: 3, MinSize: 2})
+	down := replication(cephspec.PoolInputs{Name: "p", Size: 1, MinSize: 1}, poolState{Size: 3, MinSize: 2})
 	if got := summaries(down); len(got) != 2 || !strings.HasPrefix(got[0], "pool p: min_size 2 -> 1") {
 		t.Errorf("shrinking: %v", got)
 	}
 }
 
 func TestPlanUser(t *testing.T) {
-	caps := RBDCaps([]string{"volumes", "vms"}, []string{"images"})
+	caps := cephspec.RBDCaps([]string{"volumes", "vms"}, []string{"images"})
 	if caps["osd"] != "profile rbd pool=volumes, profile rbd pool=vms, profile rbd-read-only pool=images" ||
 		caps["mon"] != "profile rbd" || caps["mgr"] != "profile rbd pool=volumes, profile rbd pool=vms" {
 		t.Fatalf("RBDCaps = %v", caps)
 	}
-	in := UserInputs{Name: "cinder", Caps: caps}
+	in := cephspec.UserInputs{Name: "cinder", Caps: caps}
 	if got := summaries(planUser(in, nil, false)); len(got) != 1 || !strings.HasPrefix(got[0], "create user client.cinder (mgr 'profile rbd pool=volumes") {
 		t.Errorf("create: %v", got)
 	}
@@ -142,10 +143,10 @@ func TestPlanUser(t *testing.T) {
 	if got := summaries(planUser(in, drifted, true)); !slices.Equal(got, []string{"user client.cinder: caps mon 'allow r' -> 'profile rbd'"}) {
 		t.Errorf("caps drift: %v", got)
 	}
-	if got := summaries(planUser(UserInputs{Name: "old", Delete: true}, caps, true)); !slices.Equal(got, []string{"delete user client.old"}) {
+	if got := summaries(planUser(cephspec.UserInputs{Name: "old", Delete: true}, caps, true)); !slices.Equal(got, []string{"delete user client.old"}) {
 		t.Errorf("delete: %v", got)
 	}
-	if got := planUser(UserInputs{Name: "old", Delete: true}, nil, false); got != nil {
+	if got := planUser(cephspec.UserInputs{Name: "old", Delete: true}, nil, false); got != nil {
 		t.Errorf("delete, already gone: %v", summaries(got))
 	}
 }
@@ -199,7 +200,7 @@ func TestInputsAreStrict(t *testing.T) {
 }
 
 func TestMissingConfigFileSaysWhatToSet(t *testing.T) {
-	dial := func(context.Context, Conn) (Cluster, error) {
+	dial := func(context.Context, cephspec.Conn) (Cluster, error) {
 		t.Fatal("dialled without a configuration")
 		return nil, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -13,7 +14,7 @@ import (
 type PoolDriver struct{ c *Client }
 
 // Kind implements driver.Driver.
-func (d *PoolDriver) Kind() string { return KindPool }
+func (d *PoolDriver) Kind() string { return cephspec.KindPool }
 
 // Diff implements driver.Driver.
 func (d *PoolDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
@@ -29,7 +30,7 @@ func (d *PoolDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	return d.c.changes(in.Cluster, acts), nil
 }
 
-func (d *PoolDriver) plan(ctx context.Context, in PoolInputs) ([]action, error) {
+func (d *PoolDriver) plan(ctx context.Context, in cephspec.PoolInputs) ([]action, error) {
 	cl, err := d.c.session(ctx, in.Cluster)
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func (d *PoolDriver) plan(ctx context.Context, in PoolInputs) ([]action, error) 
 
 // changes binds actions to the session for conn. Each Apply looks the session up
 // again, so one dropped after a transport error is never used.
-func (c *Client) changes(conn Conn, acts []action) []driver.Change {
+func (c *Client) changes(conn cephspec.Conn, acts []action) []driver.Change {
 	out := make([]driver.Change, 0, len(acts))
 	for _, a := range acts {
 		out = append(out, driver.Change{Summary: a.summary, Apply: func(ctx context.Context) error {

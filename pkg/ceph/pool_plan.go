@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -19,7 +20,7 @@ type action struct {
 // planPool diffs one pool against its inputs. cur is nil when the pool does not
 // exist; rbdReady says whether it was RBD initialised. It returns the actions in the
 // order they must run and, when pg_num is still moving towards its target, a note.
-func planPool(in PoolInputs, cur *poolState, topo topology, rbdReady bool) (acts []action, progress string) {
+func planPool(in cephspec.PoolInputs, cur *poolState, topo topology, rbdReady bool) (acts []action, progress string) {
 	if a, ok := capacity(in, cur, topo); !ok {
 		return []action{a}, ""
 	}
@@ -73,7 +74,7 @@ func planPool(in PoolInputs, cur *poolState, topo topology, rbdReady bool) (acts
 
 // capacity checks that CRUSH can place size replicas in distinct failure domains
 // with an up OSD; when it cannot, the returned action explains and waits.
-func capacity(in PoolInputs, cur *poolState, topo topology) (action, bool) {
+func capacity(in cephspec.PoolInputs, cur *poolState, topo topology) (action, bool) {
 	root, class, typ := "default", in.DeviceClass, in.FailureDomain
 	r, ok := topo.rule(in.CrushRule)
 	switch {
@@ -107,7 +108,7 @@ func capacity(in PoolInputs, cur *poolState, topo topology) (action, bool) {
 }
 
 // created is the state Ceph gives a pool that createPool made.
-func created(in PoolInputs) poolState {
+func created(in cephspec.PoolInputs) poolState {
 	mode := "on"
 	if in.PGNum > 0 {
 		mode = "off"
@@ -115,7 +116,7 @@ func created(in PoolInputs) poolState {
 	return poolState{Name: in.Name, Size: in.Size, MinSize: in.Size - in.Size/2, AutoscaleMode: mode, PGNum: in.PGNum, PGNumTarget: in.PGNum}
 }
 
-func createPool(in PoolInputs) action {
+func createPool(in cephspec.PoolInputs) action {
 	c := cmd{"prefix": "osd pool create", "pool": in.Name, "pool_type": "replicated", "size": in.Size, "autoscale_mode": "on"}
 	desc := fmt.Sprintf("size %d, min_size %d, pg autoscale on", in.Size, in.MinSize)
 	if in.PGNum > 0 {
@@ -154,7 +155,7 @@ func allowSizeOne(cl Cluster) error {
 	return nil
 }
 
-func createRule(in PoolInputs) action {
+func createRule(in cephspec.PoolInputs) action {
 	c := cmd{"prefix": "osd crush rule create-replicated", "name": in.CrushRule, "root": "default", "type": in.FailureDomain}
 	desc := "failure domain " + in.FailureDomain
 	if in.DeviceClass != "" {
@@ -177,7 +178,7 @@ func createRule(in PoolInputs) action {
 
 // replication sets size and min_size in an order Ceph accepts (min_size <= size at
 // every point).
-func replication(in PoolInputs, cur poolState) []action {
+func replication(in cephspec.PoolInputs, cur poolState) []action {
 	var size, minSize []action
 	if cur.Size != in.Size {
 		note := ""
@@ -210,7 +211,7 @@ func replication(in PoolInputs, cur poolState) []action {
 	return append(minSize, size...)
 }
 
-func quotas(in PoolInputs, cur poolState) []action {
+func quotas(in cephspec.PoolInputs, cur poolState) []action {
 	var acts []action
 	for _, q := range []struct {
 		field      string

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -17,7 +18,7 @@ import (
 type UserDriver struct{ c *Client }
 
 // Kind implements driver.Driver.
-func (d *UserDriver) Kind() string { return KindUser }
+func (d *UserDriver) Kind() string { return cephspec.KindUser }
 
 // Diff implements driver.Driver.
 func (d *UserDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
@@ -59,8 +60,8 @@ func (d *UserDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[stri
 		return nil, fmt.Errorf("ceph: %s has no key", entity(in.Name))
 	}
 	return map[string]string{
-		"key":     k.Key,
-		"keyring": fmt.Sprintf("[%s]\n\tkey = %s\n", entity(in.Name), k.Key),
+		cephspec.OutputKey:     k.Key,
+		cephspec.OutputKeyring: fmt.Sprintf("[%s]\n\tkey = %s\n", entity(in.Name), k.Key),
 	}, nil
 }
 
@@ -85,7 +86,7 @@ func userCaps(cl Cluster, name string) (map[string]string, bool, error) {
 }
 
 // planUser diffs one user against its inputs. Summaries name caps, never keys.
-func planUser(in UserInputs, caps map[string]string, found bool) []action {
+func planUser(in cephspec.UserInputs, caps map[string]string, found bool) []action {
 	ent := entity(in.Name)
 	switch {
 	case in.Delete && !found, !in.Delete && found && maps.Equal(caps, in.Caps):

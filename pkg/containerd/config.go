@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -45,7 +45,7 @@ func NewConfigDriver(stateDir string, opts ...Option) *ConfigDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *ConfigDriver) Kind() string { return spec.KindConfig }
+func (d *ConfigDriver) Kind() string { return containerdspec.KindConfig }
 
 // Diff implements driver.Driver. Changes come in this order: config.toml, hosts.toml
 // writes, hosts.toml removals, then one restart if anything changed, a restart is
@@ -100,12 +100,12 @@ func (d *ConfigDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 }
 
 // parseConfig decodes and checks inputs; bad inputs are Permanent.
-func parseConfig(raw json.RawMessage) (spec.ConfigInputs, error) {
-	var in spec.ConfigInputs
+func parseConfig(raw json.RawMessage) (containerdspec.ConfigInputs, error) {
+	var in containerdspec.ConfigInputs
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return in, driver.Permanent(fmt.Errorf("containerd: decode inputs: %w", err))
 	}
-	bad := func(format string, args ...any) (spec.ConfigInputs, error) {
+	bad := func(format string, args ...any) (containerdspec.ConfigInputs, error) {
 		return in, driver.Permanent(fmt.Errorf("containerd: inputs: "+format, args...))
 	}
 	switch {
@@ -121,7 +121,7 @@ func parseConfig(raw json.RawMessage) (spec.ConfigInputs, error) {
 		if m.Registry == "" || m.Registry == "." || m.Registry == ".." || strings.ContainsAny(m.Registry, `/\`) {
 			return bad("mirror %q is not a registry host", m.Registry)
 		}
-		if slices.IndexFunc(in.Mirrors[:i], func(o spec.Mirror) bool { return o.Registry == m.Registry }) >= 0 {
+		if slices.IndexFunc(in.Mirrors[:i], func(o containerdspec.Mirror) bool { return o.Registry == m.Registry }) >= 0 {
 			return bad("mirror %q is listed twice", m.Registry)
 		}
 		if len(m.Endpoints) == 0 {

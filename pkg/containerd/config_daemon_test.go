@@ -9,7 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -34,9 +34,9 @@ func TestDaemonConfigWithRoot(t *testing.T) {
 	push(t, reg2.URL, "plinth/mirrored", "2", testImage(t, 12))
 
 	cd := NewConfigDriver(filepath.Join(d.dir, "agent"), d.options()...)
-	in := spec.ConfigInputs{
+	in := containerdspec.ConfigInputs{
 		SandboxImage: "registry.local/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs",
-		Mirrors: []spec.Mirror{{Registry: "mirror.invalid", Endpoints: []string{reg1.URL}}},
+		Mirrors: []containerdspec.Mirror{{Registry: "mirror.invalid", Endpoints: []string{reg1.URL}}},
 	}
 	run := func(wantChanges ...string) {
 		t.Helper()

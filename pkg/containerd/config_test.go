@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -45,7 +45,7 @@ func newFakeHost(t *testing.T) *fakeHost {
 	return h
 }
 
-func (h *fakeHost) run(t *testing.T, in spec.ConfigInputs) []string {
+func (h *fakeHost) run(t *testing.T, in containerdspec.ConfigInputs) []string {
 	t.Helper()
 	res := driver.Run(context.Background(), h.d, mustJSON(t, in))
 	if !res.OK() {
@@ -54,9 +54,9 @@ func (h *fakeHost) run(t *testing.T, in spec.ConfigInputs) []string {
 	return res.Changes
 }
 
-func baseInputs() spec.ConfigInputs {
-	return spec.ConfigInputs{SandboxImage: "registry.k8s.io/pause:3.10.2", CgroupDriver: "systemd", Snapshotter: "overlayfs",
-		Mirrors: []spec.Mirror{
+func baseInputs() containerdspec.ConfigInputs {
+	return containerdspec.ConfigInputs{SandboxImage: "registry.k8s.io/pause:3.10.2", CgroupDriver: "systemd", Snapshotter: "overlayfs",
+		Mirrors: []containerdspec.Mirror{
 			{Registry: "docker.io", Endpoints: []string{"https://m1.local"}},
 			{Registry: "registry.k8s.io", Endpoints: []string{"https://m2.local"}},
 		}}
@@ -157,11 +157,11 @@ func TestConfigRestartFailureIsRetryable(t *testing.T) {
 
 func TestConfigInvalidInputsArePermanent(t *testing.T) {
 	h := newFakeHost(t)
-	for name, in := range map[string]spec.ConfigInputs{
+	for name, in := range map[string]containerdspec.ConfigInputs{
 		"no sandbox image": {CgroupDriver: "systemd", Snapshotter: "overlayfs"},
 		"bad cgroup":       {SandboxImage: "p:1", CgroupDriver: "v2", Snapshotter: "overlayfs"},
-		"escaping mirror":  {SandboxImage: "p:1", CgroupDriver: "systemd", Snapshotter: "overlayfs", Mirrors: []spec.Mirror{{Registry: "..", Endpoints: []string{"https://m"}}}},
-		"no endpoints":     {SandboxImage: "p:1", CgroupDriver: "systemd", Snapshotter: "overlayfs", Mirrors: []spec.Mirror{{Registry: "docker.io"}}},
+		"escaping mirror":  {SandboxImage: "p:1", CgroupDriver: "systemd", Snapshotter: "overlayfs", Mirrors: []containerdspec.Mirror{{Registry: "..", Endpoints: []string{"https://m"}}}},
+		"no endpoints":     {SandboxImage: "p:1", CgroupDriver: "systemd", Snapshotter: "overlayfs", Mirrors: []containerdspec.Mirror{{Registry: "docker.io"}}},
 	} {
 		if _, err := h.d.Diff(context.Background(), mustJSON(t, in)); !driver.IsPermanent(err) {
 			t.Errorf("%s: err = %v, want permanent", name, err)

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/plinth-dev/plinth/pkg/bundle"
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -50,7 +50,7 @@ func NewImportDriver(opts ...Option) *ImportDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *ImportDriver) Kind() string { return spec.KindImport }
+func (d *ImportDriver) Kind() string { return containerdspec.KindImport }
 
 // Diff implements driver.Driver: one change per archive whose images are missing,
 // from another archive, or not unpacked for the snapshotter.
@@ -102,8 +102,8 @@ func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 }
 
 // parseImport decodes and checks inputs; bad inputs are Permanent.
-func parseImport(raw json.RawMessage) (spec.ImportInputs, error) {
-	var in spec.ImportInputs
+func parseImport(raw json.RawMessage) (containerdspec.ImportInputs, error) {
+	var in containerdspec.ImportInputs
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return in, driver.Permanent(fmt.Errorf("containerd: decode inputs: %w", err))
 	}
@@ -114,7 +114,7 @@ func parseImport(raw json.RawMessage) (spec.ImportInputs, error) {
 		if !filepath.IsAbs(a.Path) {
 			return in, driver.Permanent(fmt.Errorf("containerd: inputs: archive path %q is not absolute", a.Path))
 		}
-		if slices.IndexFunc(in.Archives[:i], func(o spec.Archive) bool { return o.Path == a.Path }) >= 0 {
+		if slices.IndexFunc(in.Archives[:i], func(o containerdspec.Archive) bool { return o.Path == a.Path }) >= 0 {
 			return in, driver.Permanent(fmt.Errorf("containerd: inputs: archive %s is listed twice", a.Path))
 		}
 	}
@@ -123,7 +123,7 @@ func parseImport(raw json.RawMessage) (spec.ImportInputs, error) {
 
 // withBundle adds the archives of the inputs' site bundle, as it was unpacked on this
 // host, each pinned by its manifest sum.
-func (d *ImportDriver) withBundle(in spec.ImportInputs) ([]spec.Archive, error) {
+func (d *ImportDriver) withBundle(in containerdspec.ImportInputs) ([]containerdspec.Archive, error) {
 	if in.Bundle == "" {
 		return in.Archives, nil
 	}
@@ -141,8 +141,8 @@ func (d *ImportDriver) withBundle(in spec.ImportInputs) ([]spec.Archive, error) 
 	out := slices.Clone(in.Archives)
 	for _, c := range m.OfKind(bundle.KindImage) {
 		p := filepath.Join(dir, c.Path)
-		if slices.IndexFunc(out, func(a spec.Archive) bool { return a.Path == p }) < 0 {
-			out = append(out, spec.Archive{Path: p, Digest: "sha256:" + c.SHA256})
+		if slices.IndexFunc(out, func(a containerdspec.Archive) bool { return a.Path == p }) < 0 {
+			out = append(out, containerdspec.Archive{Path: p, Digest: "sha256:" + c.SHA256})
 		}
 	}
 	if len(out) > 0 && in.Snapshotter == "" {
@@ -156,7 +156,7 @@ func (d *ImportDriver) dial() (*containerd.Client, error) {
 	if _, err := os.Stat(d.address); err != nil {
 		return nil, fmt.Errorf("containerd: connect %s (is containerd running?): %w", d.address, err)
 	}
-	c, err := containerd.New(d.address, containerd.WithDefaultNamespace(spec.Namespace), containerd.WithTimeout(5*time.Second))
+	c, err := containerd.New(d.address, containerd.WithDefaultNamespace(containerdspec.Namespace), containerd.WithTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("containerd: connect %s: %w", d.address, err)
 	}

@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plinth-dev/plinth/pkg/bundle"
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -23,7 +23,7 @@ import (
 func TestDaemonImportWithRoot(t *testing.T) {
 	d := newTestDaemon(t)
 	ctx := contextFor(t)
-	cfg := spec.ConfigInputs{SandboxImage: "registry.local/plinth/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs"}
+	cfg := containerdspec.ConfigInputs{SandboxImage: "registry.local/plinth/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs"}
 	if res := driver.Run(ctx, NewConfigDriver(filepath.Join(d.dir, "agent"), d.options()...), mustJSON(t, cfg)); !res.OK() {
 		t.Fatalf("config: %s", res.Error)
 	}
@@ -44,7 +44,7 @@ func TestDaemonImportWithRoot(t *testing.T) {
 	}
 
 	id := NewImportDriver(d.options()...)
-	in := spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: dockerTar, Digest: sum}, {Path: ociTar}}}
+	in := containerdspec.ImportInputs{Snapshotter: "overlayfs", Archives: []containerdspec.Archive{{Path: dockerTar, Digest: sum}, {Path: ociTar}}}
 	res := driver.Run(ctx, id, mustJSON(t, in))
 	if !res.OK() || len(res.Changes) != 2 {
 		t.Fatalf("first import: changes %q, error %q", res.Changes, res.Error)
@@ -103,7 +103,7 @@ func TestDaemonImportWithRoot(t *testing.T) {
 func TestDaemonImportFromBundle(t *testing.T) {
 	d := newTestDaemon(t)
 	ctx := contextFor(t)
-	cfg := spec.ConfigInputs{SandboxImage: "registry.local/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs"}
+	cfg := containerdspec.ConfigInputs{SandboxImage: "registry.local/pause:3.10.2", CgroupDriver: "cgroupfs", Snapshotter: "overlayfs"}
 	if res := driver.Run(ctx, NewConfigDriver(filepath.Join(d.dir, "agent"), d.options()...), mustJSON(t, cfg)); !res.OK() {
 		t.Fatalf("config: %s", res.Error)
 	}
@@ -127,7 +127,7 @@ func TestDaemonImportFromBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := NewImportDriver(append(d.options(), WithBundleRoot(root))...)
-	in := spec.ImportInputs{Snapshotter: "overlayfs", Bundle: "1.0"}
+	in := containerdspec.ImportInputs{Snapshotter: "overlayfs", Bundle: "1.0"}
 	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 1 {
 		t.Fatalf("import from bundle: changes %q, error %q", res.Changes, res.Error)
 	}

@@ -8,13 +8,13 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
 func TestImportWithoutArchivesNeedsNoDaemon(t *testing.T) {
 	d := NewImportDriver(WithPaths(Paths{Address: filepath.Join(t.TempDir(), "none.sock")}))
-	if res := driver.Run(context.Background(), d, mustJSON(t, spec.ImportInputs{Snapshotter: "overlayfs"})); !res.OK() || len(res.Changes) != 0 {
+	if res := driver.Run(context.Background(), d, mustJSON(t, containerdspec.ImportInputs{Snapshotter: "overlayfs"})); !res.OK() || len(res.Changes) != 0 {
 		t.Fatalf("result = %+v", res)
 	}
 }
@@ -26,16 +26,16 @@ func TestImportErrors(t *testing.T) {
 	d := NewImportDriver(WithPaths(Paths{Address: filepath.Join(dir, "none.sock")}))
 	tests := []struct {
 		name      string
-		in        spec.ImportInputs
+		in        containerdspec.ImportInputs
 		permanent bool
 		msg       string
 	}{
-		{"relative path", spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: "a.tar"}}}, true, "not absolute"},
-		{"listed twice", spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: tarPath}, {Path: tarPath}}}, true, "listed twice"},
-		{"no snapshotter", spec.ImportInputs{Archives: []spec.Archive{{Path: tarPath}}}, true, "snapshotter"},
-		{"wrong digest", spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: tarPath, Digest: "sha256:" + strings.Repeat("a", 64)}}}, false, "has digest sha256:"},
-		{"missing file", spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: filepath.Join(dir, "b.tar")}}}, false, "no such file"},
-		{"no daemon", spec.ImportInputs{Snapshotter: "overlayfs", Archives: []spec.Archive{{Path: tarPath}}}, false, "connect"},
+		{"relative path", containerdspec.ImportInputs{Snapshotter: "overlayfs", Archives: []containerdspec.Archive{{Path: "a.tar"}}}, true, "not absolute"},
+		{"listed twice", containerdspec.ImportInputs{Snapshotter: "overlayfs", Archives: []containerdspec.Archive{{Path: tarPath}, {Path: tarPath}}}, true, "listed twice"},
+		{"no snapshotter", containerdspec.ImportInputs{Archives: []containerdspec.Archive{{Path: tarPath}}}, true, "snapshotter"},
+		{"wrong digest", containerdspec.ImportInputs{Snapshotter: "overlayfs", Archives: []containerdspec.Archive{{Path: tarPath, Digest: "sha256:" + strings.Repeat("a", 64)}}}, false, "has digest sha256:"},
+		{"missing file", containerdspec.ImportInputs{Snapshotter: "overlayfs", Archives: []containerdspec.Archive{{Path: filepath.Join(dir, "b.tar")}}}, false, "no such file"},
+		{"no daemon", containerdspec.ImportInputs{Snapshotter: "overlayfs", Archives: []containerdspec.Archive{{Path: tarPath}}}, false, "connect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,20 +6,20 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 )
 
 // header starts every file this package writes; its ownerMark marks hosts.toml files
 // as ours, so keep that prefix stable.
 const (
 	ownerMark = "# Written by Plinth"
-	header    = ownerMark + " (step " + spec.KindConfig + "); local changes are overwritten.\n"
+	header    = ownerMark + " (step " + containerdspec.KindConfig + "); local changes are overwritten.\n"
 )
 
 const cri = `plugins."io.containerd.grpc.v1.cri"`
 
 // renderConfig renders config.toml (version 2, read by containerd 1.6 to 2.x).
-func renderConfig(p Paths, in spec.ConfigInputs) []byte {
+func renderConfig(p Paths, in containerdspec.ConfigInputs) []byte {
 	var b bytes.Buffer
 	w := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
@@ -65,7 +65,7 @@ func renderConfig(p Paths, in spec.ConfigInputs) []byte {
 
 // renderHosts renders certs.d/<registry>/hosts.toml. Without a `server` line the
 // registry itself stays the last resort after its mirrors.
-func renderHosts(m spec.Mirror) []byte {
+func renderHosts(m containerdspec.Mirror) []byte {
 	var b bytes.Buffer
 	b.WriteString(header)
 	for _, e := range m.Endpoints {

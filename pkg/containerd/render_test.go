@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 )
 
 func TestRenderConfig(t *testing.T) {
 	p := Paths{}.withDefaults()
-	in := spec.ConfigInputs{SandboxImage: "registry.k8s.io/pause:3.10.2", CgroupDriver: "systemd", Snapshotter: "overlayfs"}
+	in := containerdspec.ConfigInputs{SandboxImage: "registry.k8s.io/pause:3.10.2", CgroupDriver: "systemd", Snapshotter: "overlayfs"}
 	got := string(renderConfig(p, in))
 	mustContain(t, "config.toml", got,
 		"version = 2\n",
@@ -36,7 +36,7 @@ func TestRenderConfig(t *testing.T) {
 }
 
 func TestRenderHosts(t *testing.T) {
-	got := string(renderHosts(spec.Mirror{Registry: "docker.io", Endpoints: []string{"https://a.local", "http://b.local:5000"}, SkipVerify: true}))
+	got := string(renderHosts(containerdspec.Mirror{Registry: "docker.io", Endpoints: []string{"https://a.local", "http://b.local:5000"}, SkipVerify: true}))
 	if !strings.HasPrefix(got, ownerMark) {
 		t.Fatalf("hosts.toml lacks the owner mark:\n%s", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkNetwork50(b *testing.B) {
 		b.Skip("needs iproute2's ip")
 	}
 	n := newNS(b)
-	var in NetworkInputs
+	var in hostspec.NetworkInputs
 	var apply, reset strings.Builder
 	n.run(b, func() {
 		for i := range links {
@@ -33,8 +34,8 @@ func BenchmarkNetwork50(b *testing.B) {
 				b.Fatal(err)
 			}
 			addr, dst, gw := fmt.Sprintf("10.100.%d.1/24", i), fmt.Sprintf("10.200.%d.0/24", i), fmt.Sprintf("10.100.%d.2", i)
-			in.Links = append(in.Links, LinkSpec{Name: p, Up: true, MTU: 9000, Addresses: []string{addr}})
-			in.Routes = append(in.Routes, RouteSpec{Dst: dst, Gateway: gw})
+			in.Links = append(in.Links, hostspec.LinkSpec{Name: p, Up: true, MTU: 9000, Addresses: []string{addr}})
+			in.Routes = append(in.Routes, hostspec.RouteSpec{Dst: dst, Gateway: gw})
 			fmt.Fprintf(&apply, "link set %s mtu 9000 up\naddr add %s dev %s\nroute add %s via %s\n", p, addr, p, dst, gw)
 			fmt.Fprintf(&reset, "link set %s down mtu 1500\naddr flush dev %s\n", p, p) // routes go with them
 		}
@@ -88,7 +89,7 @@ func BenchmarkNetwork50(b *testing.B) {
 // delete a bridge, and the reset between runs would dominate the benchmark.
 func benchBridges(b *testing.B, n *testNS) {
 	const bridges = 10
-	var in NetworkInputs
+	var in hostspec.NetworkInputs
 	var apply, reset strings.Builder
 	n.run(b, func() {
 		for i := range bridges {
@@ -98,8 +99,8 @@ func benchBridges(b *testing.B, n *testNS) {
 				b.Fatal(err)
 			}
 			addr := fmt.Sprintf("10.150.%d.1/24", i)
-			in.Links = append(in.Links, LinkSpec{Name: p, Up: true, Master: br},
-				LinkSpec{Name: br, Kind: LinkBridge, Up: true, Addresses: []string{addr}})
+			in.Links = append(in.Links, hostspec.LinkSpec{Name: p, Up: true, Master: br},
+				hostspec.LinkSpec{Name: br, Kind: hostspec.LinkBridge, Up: true, Addresses: []string{addr}})
 			fmt.Fprintf(&apply, "link add %s type bridge\nlink set %s master %s up\nlink set %s up\naddr add %s dev %s\n", br, p, br, br, addr, br)
 			fmt.Fprintf(&reset, "link del %s\nlink set %s down\n", br, p)
 		}

@@ -2,7 +2,7 @@
 // links, memberships, addresses, routes and policy rules of the "host.network" step,
 // the kernel parameters of "host.sysctl", the huge page pools of "host.hugepages",
 // and the Facts the agent reports (links, addresses, routes, CPUs and their topology,
-// NUMA, memory, hugepages).
+// NUMA, memory, hugepages). The steps' inputs are in pkg/host/hostspec.
 //
 // Network work happens in the network namespace of the calling thread, observed,
 // diffed, applied and verified through netlink. Plinth creates bridges, bonds, VLANs,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 )
 
@@ -75,7 +76,7 @@ func TestNetworkRollsBackWhenCoordinatorUnreachable(t *testing.T) {
 	probe := TCPProbe(func() ([]string, error) { return []string{"10.9.0.2:7440"}, nil })
 	d := NewNetworkDriver(dir, WithReachability(probe), WithRollbackTimeout(time.Second))
 	at := func(addr string) []byte {
-		return mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "up0", Up: true, Addresses: []string{addr}}}})
+		return mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "up0", Up: true, Addresses: []string{addr}}}})
 	}
 	hn.run(t, func() {
 		// up0 is down: unreachable before, so this first run goes unguarded.
@@ -84,7 +85,7 @@ func TestNetworkRollsBackWhenCoordinatorUnreachable(t *testing.T) {
 			t.Fatalf("coordinator not reachable after setup: %v", err)
 		}
 		// Reachable before and after: a guarded change commits.
-		if got := mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "up0", Up: true, MTU: 1400, Addresses: []string{"10.9.0.1/24"}}}})); len(got) != 1 {
+		if got := mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "up0", Up: true, MTU: 1400, Addresses: []string{"10.9.0.1/24"}}}})); len(got) != 1 {
 			t.Fatalf("changes %q", got)
 		}
 
@@ -115,10 +116,10 @@ func TestGuardUndoesEveryKind(t *testing.T) {
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "")
 		dir := t.TempDir()
-		mustRun(t, NewNetworkDriver(dir), mustJSON(t, NetworkInputs{
-			Links:  []LinkSpec{{Name: "v0", Up: true, Addresses: []string{"10.0.0.5/24"}}, {Name: "v1", Up: true}},
-			Routes: []RouteSpec{{Dst: "10.8.0.0/16", Gateway: "10.0.0.1"}},
-			Rules:  []RuleSpec{{Priority: 900, Table: 9}},
+		mustRun(t, NewNetworkDriver(dir), mustJSON(t, hostspec.NetworkInputs{
+			Links:  []hostspec.LinkSpec{{Name: "v0", Up: true, Addresses: []string{"10.0.0.5/24"}}, {Name: "v1", Up: true}},
+			Routes: []hostspec.RouteSpec{{Dst: "10.8.0.0/16", Gateway: "10.0.0.1"}},
+			Rules:  []hostspec.RuleSpec{{Priority: 900, Table: 9}},
 		}))
 		before := readOwned(t, dir)
 		var calls atomic.Int32
@@ -130,7 +131,7 @@ func TestGuardUndoesEveryKind(t *testing.T) {
 		}
 		d := NewNetworkDriver(dir, WithReachability(probe), WithRollbackTimeout(10*time.Millisecond))
 		in := virtualInputs()
-		in.Routes = append(in.Routes, RouteSpec{Dst: "10.8.0.0/16", Gateway: "10.0.0.2"})
+		in.Routes = append(in.Routes, hostspec.RouteSpec{Dst: "10.8.0.0/16", Gateway: "10.0.0.2"})
 		res := driver.Run(context.Background(), d, mustJSON(t, in))
 		if res.OK() || !strings.Contains(res.Error, "still no coordinator reachable: unreachable") {
 			t.Fatalf("run %+v", res)
@@ -167,9 +168,9 @@ func TestGuardSettlesWhatTheKernelUndid(t *testing.T) {
 		addVeth(t, "v0", "v1", "")
 		dir := t.TempDir()
 		at := func(addr string) []byte {
-			return mustJSON(t, NetworkInputs{
-				Links:  []LinkSpec{{Name: "v0", Up: true, Addresses: []string{addr}}, {Name: "v1", Up: true}},
-				Routes: []RouteSpec{{Dst: "10.8.0.0/16", Gateway: "10.0.0.1"}},
+			return mustJSON(t, hostspec.NetworkInputs{
+				Links:  []hostspec.LinkSpec{{Name: "v0", Up: true, Addresses: []string{addr}}, {Name: "v1", Up: true}},
+				Routes: []hostspec.RouteSpec{{Dst: "10.8.0.0/16", Gateway: "10.0.0.1"}},
 			})
 		}
 		mustRun(t, NewNetworkDriver(dir), at("10.0.0.5/24"))

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 // HugepagesDriver executes host.hugepages steps: it sets nr_hugepages per page size,
@@ -36,10 +37,10 @@ func NewHugepagesDriver(stateDir string, opts ...Option) *HugepagesDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *HugepagesDriver) Kind() string { return KindHugepages }
+func (d *HugepagesDriver) Kind() string { return hostspec.KindHugepages }
 
 // hugepageKey names a pool in state and messages: "2048kB" or "2048kB/node0".
-func hugepageKey(s HugepageSpec) string {
+func hugepageKey(s hostspec.HugepageSpec) string {
 	k := strconv.Itoa(s.SizeKB) + "kB"
 	if s.Node != nil {
 		k += "/node" + strconv.Itoa(*s.Node)
@@ -168,8 +169,8 @@ func setHugepages(path, key, n string) error {
 	return nil
 }
 
-func parseHugepages(raw json.RawMessage) ([]HugepageSpec, error) {
-	var in HugepagesInputs
+func parseHugepages(raw json.RawMessage) ([]hostspec.HugepageSpec, error) {
+	var in hostspec.HugepagesInputs
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()

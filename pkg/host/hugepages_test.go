@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 func fakeSysfs(t *testing.T, files map[string]string) string {
@@ -40,7 +41,7 @@ func TestHugepagesFakeSysfs(t *testing.T) {
 	}
 	d := NewHugepagesDriver(t.TempDir(), WithSysfs(root))
 	zero := 0
-	in := mustJSON(t, HugepagesInputs{Pages: []HugepageSpec{{SizeKB: 2048, Count: 512}, {SizeKB: 1048576, Node: &zero, Count: 4}}})
+	in := mustJSON(t, hostspec.HugepagesInputs{Pages: []hostspec.HugepageSpec{{SizeKB: 2048, Count: 512}, {SizeKB: 1048576, Node: &zero, Count: 4}}})
 	got := mustRun(t, d, in)
 	if want := []string{"hugepages 2048kB: 0 -> 512 pages", "hugepages 1048576kB on node0: 1 -> 4 pages"}; !slices.Equal(got, want) {
 		t.Errorf("changes %q, want %q", got, want)
@@ -56,7 +57,7 @@ func TestHugepagesFakeSysfs(t *testing.T) {
 	if drift, err := driver.Check(context.Background(), d, in); err != nil || !slices.Equal(drift, []string{"hugepages 1048576kB on node0: 3 -> 4 pages"}) {
 		t.Errorf("check %q %v", drift, err)
 	}
-	got = mustRun(t, d, mustJSON(t, HugepagesInputs{Pages: []HugepageSpec{{SizeKB: 2048, Count: 512}}}))
+	got = mustRun(t, d, mustJSON(t, hostspec.HugepagesInputs{Pages: []hostspec.HugepageSpec{{SizeKB: 2048, Count: 512}}}))
 	if want := []string{"hugepages 1048576kB on node0: 3 -> 1 pages (restored: no longer declared)"}; !slices.Equal(got, want) {
 		t.Errorf("changes %q, want %q", got, want)
 	}
@@ -65,7 +66,7 @@ func TestHugepagesFakeSysfs(t *testing.T) {
 	}
 
 	one := 1
-	_, err := d.Diff(context.Background(), mustJSON(t, HugepagesInputs{Pages: []HugepageSpec{{SizeKB: 2048, Node: &one, Count: 1}}}))
+	_, err := d.Diff(context.Background(), mustJSON(t, hostspec.HugepagesInputs{Pages: []hostspec.HugepageSpec{{SizeKB: 2048, Node: &one, Count: 1}}}))
 	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "hugepages 2048kB on node1: this host has no such pool") {
 		t.Errorf("missing node: %v", err)
 	}
@@ -82,7 +83,7 @@ func TestHugepagesRealSysfsReadOnly(t *testing.T) {
 	n, _ := strconv.Atoi(cur)
 	d := NewHugepagesDriver(t.TempDir())
 	for count, want := range map[int][]string{n: nil, n + 1: {fmt.Sprintf("hugepages 2048kB: %d -> %d pages", n, n+1)}} {
-		cs, err := d.Diff(context.Background(), mustJSON(t, HugepagesInputs{Pages: []HugepageSpec{{SizeKB: 2048, Count: count}}}))
+		cs, err := d.Diff(context.Background(), mustJSON(t, hostspec.HugepagesInputs{Pages: []hostspec.HugepageSpec{{SizeKB: 2048, Count: count}}}))
 		if err != nil || !slices.Equal(summaries(cs), want) {
 			t.Errorf("count %d: %q %v, want %q", count, summaries(cs), err, want)
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -37,7 +38,7 @@ func NewNetworkDriver(stateDir string, opts ...Option) *NetworkDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *NetworkDriver) Kind() string { return KindNetwork }
+func (d *NetworkDriver) Kind() string { return hostspec.KindNetwork }
 
 // Diff implements driver.Driver. Changes come in this order: links created, members
 // attached or released, MTUs lowered (upper links first) and raised (lower links

@@ -11,12 +11,13 @@ import (
 	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 )
 
 // wantLink is a validated LinkSpec.
 type wantLink struct {
-	LinkSpec
+	hostspec.LinkSpec
 	mac   net.HardwareAddr
 	addrs []netip.Prefix
 	// depth orders links so that lower links come first: 0 for a link on nothing,
@@ -32,7 +33,7 @@ type wantLink struct {
 
 // wantRoute is a validated RouteSpec with its kernel key.
 type wantRoute struct {
-	RouteSpec
+	hostspec.RouteSpec
 	dst netip.Prefix
 	gw  netip.Addr // zero when there is no gateway
 	key routeKey
@@ -40,7 +41,7 @@ type wantRoute struct {
 
 // wantRule is a validated RuleSpec with its key.
 type wantRule struct {
-	RuleSpec
+	hostspec.RuleSpec
 	key ruleKey
 }
 
@@ -60,7 +61,7 @@ func parseNetwork(raw json.RawMessage) (networkWant, error) {
 }
 
 func parseNetworkInputs(raw json.RawMessage) (networkWant, error) {
-	var in NetworkInputs
+	var in hostspec.NetworkInputs
 	var out networkWant
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -116,7 +117,7 @@ func parseNetworkInputs(raw json.RawMessage) (networkWant, error) {
 	return out, nil
 }
 
-func parseLink(s LinkSpec) (wantLink, error) {
+func parseLink(s hostspec.LinkSpec) (wantLink, error) {
 	w := wantLink{LinkSpec: s}
 	if s.Name == "" && (s.MAC == "" || s.Kind != "") {
 		return w, errors.New("link needs a name or a mac")
@@ -154,30 +155,30 @@ func parseLink(s LinkSpec) (wantLink, error) {
 // parseKind checks that a link sets exactly the fields of its kind.
 func parseKind(w *wantLink) error {
 	s := w.LinkSpec
-	if (s.Kind == LinkVLAN) != (s.VLANID != 0) || (s.Kind == LinkBond) != (s.Bond != nil) ||
-		(s.Kind == LinkMacvlan) != (s.Macvlan != "") || (s.Kind == LinkVXLAN) != (s.VXLAN != nil) {
+	if (s.Kind == hostspec.LinkVLAN) != (s.VLANID != 0) || (s.Kind == hostspec.LinkBond) != (s.Bond != nil) ||
+		(s.Kind == hostspec.LinkMacvlan) != (s.Macvlan != "") || (s.Kind == hostspec.LinkVXLAN) != (s.VXLAN != nil) {
 		return fmt.Errorf("kind %q does not match its options (vlanId, bond, macvlanMode, vxlan)", s.Kind)
 	}
 	switch s.Kind {
-	case "", LinkBridge, LinkBond:
+	case "", hostspec.LinkBridge, hostspec.LinkBond:
 		if s.Parent != "" {
 			return fmt.Errorf("a %s has no parent", orStr(s.Kind, "existing link"))
 		}
-	case LinkVLAN, LinkMacvlan:
+	case hostspec.LinkVLAN, hostspec.LinkMacvlan:
 		if s.Parent == "" {
 			return fmt.Errorf("a %s needs a parent", s.Kind)
 		}
-	case LinkVXLAN:
+	case hostspec.LinkVXLAN:
 	default:
 		return fmt.Errorf("unknown kind %q; valid kinds are bridge, bond, vlan, macvlan, vxlan", s.Kind)
 	}
 	var ok bool
 	switch s.Kind {
-	case LinkVLAN:
+	case hostspec.LinkVLAN:
 		if s.VLANID < 1 || s.VLANID > 4094 {
 			return fmt.Errorf("vlan id %d out of range 1..4094", s.VLANID)
 		}
-	case LinkBond:
+	case hostspec.LinkBond:
 		if w.bondMode, ok = netlink.StringToBondModeMap[s.Bond.Mode]; !ok || !slices.Contains([]string{"802.3ad", "active-backup", "balance-xor"}, s.Bond.Mode) {
 			return fmt.Errorf("bond mode %q; valid modes are 802.3ad, active-backup, balance-xor", s.Bond.Mode)
 		}
@@ -195,11 +196,11 @@ func parseKind(w *wantLink) error {
 		if s.Bond.MIIMon < 0 {
 			return fmt.Errorf("miimon %d below 0", s.Bond.MIIMon)
 		}
-	case LinkMacvlan:
+	case hostspec.LinkMacvlan:
 		if w.macvlanMode, ok = macvlanModes[s.Macvlan]; !ok {
 			return fmt.Errorf("macvlan mode %q; valid modes are bridge, vepa, private, passthru", s.Macvlan)
 		}
-	case LinkVXLAN:
+	case hostspec.LinkVXLAN:
 		x := s.VXLAN
 		if x.VNI < 1 || x.VNI >= 1<<24 || x.Port < 0 || x.Port > math.MaxUint16 {
 			return fmt.Errorf("vxlan vni %d or port %d out of range", x.VNI, x.Port)
@@ -279,7 +280,7 @@ func orderLinks(links []wantLink) error {
 }
 
 // linkWanted names a spec for messages: "eth1", "eth1 (mac 02:...)" or "mac 02:...".
-func linkWanted(s LinkSpec) string {
+func linkWanted(s hostspec.LinkSpec) string {
 	switch {
 	case s.MAC == "" || s.Kind != "":
 		return s.Name

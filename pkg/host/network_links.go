@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -145,7 +146,7 @@ func showIP(a netip.Addr) string {
 // describe renders what a spec creates: "vlan 100 on eno1", "bond 802.3ad".
 func (p *planner) describe(w wantLink) string {
 	switch w.Kind {
-	case LinkBond:
+	case hostspec.LinkBond:
 		s := "bond " + w.Bond.Mode
 		var opts []string
 		for _, o := range [][2]string{{"lacp ", w.Bond.LACPRate}, {"hash ", w.Bond.HashPolicy}} {
@@ -157,11 +158,11 @@ func (p *planner) describe(w wantLink) string {
 			s += " (" + strings.Join(opts, ", ") + ")"
 		}
 		return s
-	case LinkVLAN:
+	case hostspec.LinkVLAN:
 		return fmt.Sprintf("vlan %d on %s", w.VLANID, p.parentName(w.Parent))
-	case LinkMacvlan:
+	case hostspec.LinkMacvlan:
 		return fmt.Sprintf("macvlan %s on %s", w.Macvlan, p.parentName(w.Parent))
-	case LinkVXLAN:
+	case hostspec.LinkVXLAN:
 		s := fmt.Sprintf("vxlan %d", w.VXLAN.VNI)
 		if w.peer.IsValid() {
 			s += " remote " + w.peer.String()
@@ -261,20 +262,20 @@ func newLink(h *netlink.Handle, w wantLink, parent string) (netlink.Link, error)
 		attrs.ParentIndex = pl.Attrs().Index
 	}
 	switch w.Kind {
-	case LinkBridge:
+	case hostspec.LinkBridge:
 		return &netlink.Bridge{LinkAttrs: attrs}, nil
-	case LinkBond:
+	case hostspec.LinkBond:
 		b := netlink.NewLinkBond(attrs)
 		b.Mode, b.LacpRate, b.XmitHashPolicy = w.bondMode, w.lacpRate, w.hashPolicy
 		if w.Bond.MIIMon > 0 {
 			b.Miimon = w.Bond.MIIMon
 		}
 		return b, nil
-	case LinkVLAN:
+	case hostspec.LinkVLAN:
 		return &netlink.Vlan{LinkAttrs: attrs, VlanId: w.VLANID, VlanProtocol: netlink.VLAN_PROTOCOL_8021Q}, nil
-	case LinkMacvlan:
+	case hostspec.LinkMacvlan:
 		return &netlink.Macvlan{LinkAttrs: attrs, Mode: w.macvlanMode}, nil
-	case LinkVXLAN:
+	case hostspec.LinkVXLAN:
 		x := &netlink.Vxlan{LinkAttrs: attrs, VxlanId: w.VXLAN.VNI, VtepDevIndex: attrs.ParentIndex, Port: w.VXLAN.Port, Learning: true}
 		x.ParentIndex = 0
 		if w.local.IsValid() {

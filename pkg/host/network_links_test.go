@@ -10,23 +10,24 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // virtualInputs is a bridge over v1, a macvlan and a vxlan on v0, each with an
 // address, a route through the bridge and two policy rules.
-func virtualInputs() NetworkInputs {
-	return NetworkInputs{
-		Links: []LinkSpec{
+func virtualInputs() hostspec.NetworkInputs {
+	return hostspec.NetworkInputs{
+		Links: []hostspec.LinkSpec{
 			{Name: "v0", Up: true, MTU: 9000, Addresses: []string{"10.0.0.5/24"}},
 			{Name: "v1", Up: true, MTU: 9000, Master: "br0"},
-			{Name: "br0", Kind: LinkBridge, Up: true, MTU: 9000, Addresses: []string{"10.1.0.5/24", "fd01::5/64"}},
-			{Name: "mv0", Kind: LinkMacvlan, Parent: "v0", Macvlan: "bridge", MAC: "02:00:00:00:0a:01", Up: true, Addresses: []string{"10.2.0.5/24"}},
-			{Name: "vx0", Kind: LinkVXLAN, Parent: "v0", VXLAN: &VXLANSpec{VNI: 42, Local: "10.0.0.5", Remote: "10.0.0.6", Port: 4789}, Up: true, MTU: 8950},
+			{Name: "br0", Kind: hostspec.LinkBridge, Up: true, MTU: 9000, Addresses: []string{"10.1.0.5/24", "fd01::5/64"}},
+			{Name: "mv0", Kind: hostspec.LinkMacvlan, Parent: "v0", Macvlan: "bridge", MAC: "02:00:00:00:0a:01", Up: true, Addresses: []string{"10.2.0.5/24"}},
+			{Name: "vx0", Kind: hostspec.LinkVXLAN, Parent: "v0", VXLAN: &hostspec.VXLANSpec{VNI: 42, Local: "10.0.0.5", Remote: "10.0.0.6", Port: 4789}, Up: true, MTU: 8950},
 		},
-		Routes: []RouteSpec{{Dst: "10.3.0.0/16", Gateway: "10.1.0.1", Table: 100}},
-		Rules: []RuleSpec{
+		Routes: []hostspec.RouteSpec{{Dst: "10.3.0.0/16", Gateway: "10.1.0.1", Table: 100}},
+		Rules: []hostspec.RuleSpec{
 			{Priority: 1000, From: "10.1.0.0/24", Table: 100},
 			{Priority: 1001, IIF: "br0", FWMark: 7, Table: 100},
 		},
@@ -117,10 +118,10 @@ func TestNetworkRemovesCreatedLinksOnly(t *testing.T) {
 		}
 		d := NewNetworkDriver(dir)
 		in := virtualInputs()
-		in.Links = append(in.Links, LinkSpec{Name: "v2", Up: true})
+		in.Links = append(in.Links, hostspec.LinkSpec{Name: "v2", Up: true})
 		mustRun(t, d, mustJSON(t, in))
 
-		got := mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "v0", Up: true}, {Name: "v1", Up: true}, {Name: "v2", Up: true}}}))
+		got := mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "v0", Up: true}, {Name: "v1", Up: true}, {Name: "v2", Up: true}}}))
 		want := []string{
 			"link v1: leave br0",
 			"address 10.0.0.5/24 on v0: remove", "address 10.1.0.5/24 on br0: remove", "address 10.2.0.5/24 on mv0: remove", "address fd01::5/64 on br0: remove",
@@ -203,9 +204,9 @@ func TestNetworkRecreatesOwnedLinkOnly(t *testing.T) {
 		dir := t.TempDir()
 		d := NewNetworkDriver(dir)
 		mv := func(parent, mode string) json.RawMessage {
-			return mustJSON(t, NetworkInputs{Links: []LinkSpec{
+			return mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{
 				{Name: "v0", Up: true}, {Name: "v2", Up: true},
-				{Name: "mv0", Kind: LinkMacvlan, Parent: parent, Macvlan: mode, Up: true, Addresses: []string{"10.2.0.5/24"}},
+				{Name: "mv0", Kind: hostspec.LinkMacvlan, Parent: parent, Macvlan: mode, Up: true, Addresses: []string{"10.2.0.5/24"}},
 			}})
 		}
 		mustRun(t, d, mv("v0", "bridge"))
@@ -226,7 +227,7 @@ func TestNetworkRecreatesOwnedLinkOnly(t *testing.T) {
 			t.Errorf("owned links %+v", st.Links)
 		}
 		// Another kind under the same name: re-created, and owned as the new kind.
-		got = mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "mv0", Kind: LinkBridge, Up: true}}}))
+		got = mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "mv0", Kind: hostspec.LinkBridge, Up: true}}}))
 		if len(got) < 2 || got[0] != "link mv0: re-create as bridge (kind macvlan -> bridge cannot change in place)" {
 			t.Errorf("kind change %q", got)
 		}
@@ -234,7 +235,7 @@ func TestNetworkRecreatesOwnedLinkOnly(t *testing.T) {
 			t.Errorf("owned links after kind change %+v", st.Links)
 		}
 		// Declared as a link that exists, it is configured and not deleted.
-		if got := mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "mv0", Up: true}}})); len(got) != 0 {
+		if got := mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "mv0", Up: true}}})); len(got) != 0 {
 			t.Errorf("changes %q", got)
 		}
 
@@ -242,8 +243,8 @@ func TestNetworkRecreatesOwnedLinkOnly(t *testing.T) {
 		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "mv1"}}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := d.Diff(context.Background(), mustJSON(t, NetworkInputs{Links: []LinkSpec{
-			{Name: "v0", Up: true}, {Name: "mv1", Kind: LinkMacvlan, Parent: "v0", Macvlan: "bridge"},
+		_, err := d.Diff(context.Background(), mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{
+			{Name: "v0", Up: true}, {Name: "mv1", Kind: hostspec.LinkMacvlan, Parent: "v0", Macvlan: "bridge"},
 		}}))
 		if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "link mv1 exists as a bridge that differs (kind bridge -> macvlan), and Plinth did not create it") {
 			t.Errorf("err %v", err)
@@ -259,11 +260,11 @@ func TestNetworkBondAndVLAN(t *testing.T) {
 		addVeth(t, "v0", "v1", "")
 		addVeth(t, "v2", "v3", "")
 		d := NewNetworkDriver(t.TempDir())
-		in := mustJSON(t, NetworkInputs{Links: []LinkSpec{
+		in := mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{
 			{Name: "v0", Up: true, Master: "bond0"},
 			{Name: "v2", Up: true, Master: "bond0"},
-			{Name: "bond0", Kind: LinkBond, Bond: &BondSpec{Mode: "802.3ad", LACPRate: "fast", HashPolicy: "layer3+4", MIIMon: 100}, Up: true, MTU: 9000},
-			{Name: "bond0.100", Kind: LinkVLAN, Parent: "bond0", VLANID: 100, Up: true, MTU: 9000, Addresses: []string{"10.100.0.5/24"}},
+			{Name: "bond0", Kind: hostspec.LinkBond, Bond: &hostspec.BondSpec{Mode: "802.3ad", LACPRate: "fast", HashPolicy: "layer3+4", MIIMon: 100}, Up: true, MTU: 9000},
+			{Name: "bond0.100", Kind: hostspec.LinkVLAN, Parent: "bond0", VLANID: 100, Up: true, MTU: 9000, Addresses: []string{"10.100.0.5/24"}},
 		}})
 		changes, err := d.Diff(context.Background(), in)
 		if err != nil {
@@ -306,9 +307,9 @@ func TestNetworkVLANOnVeth(t *testing.T) {
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "")
 		d := NewNetworkDriver(t.TempDir())
-		in := mustJSON(t, NetworkInputs{Links: []LinkSpec{
+		in := mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{
 			{Name: "v0", Up: true},
-			{Name: "v0.7", Kind: LinkVLAN, Parent: "v0", VLANID: 7, Up: true, Addresses: []string{"10.7.0.5/24"}},
+			{Name: "v0.7", Kind: hostspec.LinkVLAN, Parent: "v0", VLANID: 7, Up: true, Addresses: []string{"10.7.0.5/24"}},
 		}})
 		res := driver.Run(context.Background(), d, in)
 		if !res.OK() && strings.Contains(res.Error, "no vlan support") {

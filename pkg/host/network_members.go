@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 )
 
@@ -18,7 +19,7 @@ func (p *planner) planMember(lp *linkPlan) error {
 	}
 	master, masterIdx, isBond := p.parentName(w.Master), -1, false
 	if mp := p.links[w.Master]; mp != nil {
-		isBond = mp.w.Kind == LinkBond || (!mp.fresh && mp.link.Type() == "bond")
+		isBond = mp.w.Kind == hostspec.LinkBond || (!mp.fresh && mp.link.Type() == "bond")
 		if !mp.fresh {
 			masterIdx = mp.link.Attrs().Index
 		}
@@ -176,7 +177,7 @@ func (p *planner) planOwnedLinks() {
 				return recreate(ctx, l, addrs)
 			},
 		}
-		if l.Attrs().ParentIndex != 0 || k.Kind == LinkVXLAN {
+		if l.Attrs().ParentIndex != 0 || k.Kind == hostspec.LinkVXLAN {
 			upper = append(upper, s)
 		} else {
 			lower = append(lower, s)

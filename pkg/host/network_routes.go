@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -215,7 +216,7 @@ func (d *NetworkDriver) forgetRoute(k routeKey) error {
 	})
 }
 
-func parseRoute(s RouteSpec) (wantRoute, error) {
+func parseRoute(s hostspec.RouteSpec) (wantRoute, error) {
 	w := wantRoute{RouteSpec: s}
 	if s.Gateway != "" {
 		gw, err := netip.ParseAddr(s.Gateway)

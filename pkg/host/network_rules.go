@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -139,7 +140,7 @@ func (d *NetworkDriver) forgetRule(k ruleKey) error {
 	})
 }
 
-func parseRule(s RuleSpec) (wantRule, error) {
+func parseRule(s hostspec.RuleSpec) (wantRule, error) {
 	w := wantRule{RuleSpec: s}
 	k := ruleKey{Family: unix.AF_INET, Priority: s.Priority, IIF: s.IIF, OIF: s.OIF, Table: s.Table}
 	switch {

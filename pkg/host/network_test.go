@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -48,12 +49,12 @@ func TestNetworkApplyIsIdempotent(t *testing.T) {
 	dir := t.TempDir()
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "")
-		in := mustJSON(t, NetworkInputs{
-			Links: []LinkSpec{
+		in := mustJSON(t, hostspec.NetworkInputs{
+			Links: []hostspec.LinkSpec{
 				{Name: "v0", Up: true, MTU: 9000, Addresses: []string{"10.0.0.5/24", "fd00::5/64"}},
 				{Name: "v1", Up: true},
 			},
-			Routes: []RouteSpec{
+			Routes: []hostspec.RouteSpec{
 				{Dst: "10.1.0.0/16", Gateway: "10.0.0.1", Metric: 10},
 				{Dst: "10.2.0.0/16", Dev: "v0", Table: 100, MTU: 1400},
 				{Dst: "fd01::/64", Gateway: "fd00::1"},
@@ -125,16 +126,16 @@ func TestNetworkRemovesOnlyOwned(t *testing.T) {
 			}
 		}
 		d := NewNetworkDriver(dir)
-		got := mustRun(t, d, mustJSON(t, NetworkInputs{
-			Links:  []LinkSpec{{Name: "v0", Up: true, Addresses: []string{"10.0.0.9/24", "10.0.0.5/24"}}},
-			Routes: []RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
+		got := mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{
+			Links:  []hostspec.LinkSpec{{Name: "v0", Up: true, Addresses: []string{"10.0.0.9/24", "10.0.0.5/24"}}},
+			Routes: []hostspec.RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
 		}))
 		if want := []string{"address 10.0.0.5/24 on v0: add", "route 10.1.0.0/16 via 10.0.0.1: add"}; !slices.Equal(got, want) {
 			t.Fatalf("changes %q, want %q", got, want)
 		}
 
 		// Drop everything: only what Plinth added goes.
-		got = mustRun(t, d, mustJSON(t, NetworkInputs{Links: []LinkSpec{{Name: "v0", Up: true}}}))
+		got = mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "v0", Up: true}}}))
 		if want := []string{"address 10.0.0.5/24 on v0: remove", "route 10.1.0.0/16: remove"}; !slices.Equal(got, want) {
 			t.Fatalf("changes %q, want %q", got, want)
 		}
@@ -158,9 +159,9 @@ func TestNetworkRepairsDrift(t *testing.T) {
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "")
 		d := NewNetworkDriver(t.TempDir())
-		in := mustJSON(t, NetworkInputs{
-			Links:  []LinkSpec{{Name: "v0", Up: true, MTU: 9000, Addresses: []string{"10.0.0.5/24"}}, {Name: "v1", Up: true}},
-			Routes: []RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
+		in := mustJSON(t, hostspec.NetworkInputs{
+			Links:  []hostspec.LinkSpec{{Name: "v0", Up: true, MTU: 9000, Addresses: []string{"10.0.0.5/24"}}, {Name: "v1", Up: true}},
+			Routes: []hostspec.RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
 		})
 		mustRun(t, d, in)
 
@@ -190,12 +191,12 @@ func TestNetworkMissingLinkIsPermanent(t *testing.T) {
 	n := newNS(t)
 	n.run(t, func() {
 		d := NewNetworkDriver(t.TempDir())
-		for _, spec := range []LinkSpec{{Name: "nope0", Up: true}, {Name: "eth9", MAC: "02:00:00:00:00:99"}} {
-			_, err := d.Diff(context.Background(), mustJSON(t, NetworkInputs{Links: []LinkSpec{spec}}))
+		for _, spec := range []hostspec.LinkSpec{{Name: "nope0", Up: true}, {Name: "eth9", MAC: "02:00:00:00:00:99"}} {
+			_, err := d.Diff(context.Background(), mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{spec}}))
 			if !driver.IsPermanent(err) || !strings.Contains(err.Error(), linkWanted(spec)) {
 				t.Errorf("%s: err %v, want a permanent error naming the link", linkWanted(spec), err)
 			}
-			res := driver.Run(context.Background(), d, mustJSON(t, NetworkInputs{Links: []LinkSpec{spec}}))
+			res := driver.Run(context.Background(), d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{spec}}))
 			if res.OK() || res.Retryable {
 				t.Errorf("%s: run %+v, want a non-retryable failure", linkWanted(spec), res)
 			}
@@ -208,9 +209,9 @@ func TestNetworkFindsLinkByMAC(t *testing.T) {
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "02:00:00:00:00:01")
 		d := NewNetworkDriver(t.TempDir())
-		in := mustJSON(t, NetworkInputs{
-			Links:  []LinkSpec{{Name: "eth1", MAC: "02:00:00:00:00:01", Up: true, MTU: 9000, Addresses: []string{"10.0.0.5/24"}}},
-			Routes: []RouteSpec{{Dst: "10.1.0.0/16", Dev: "eth1"}},
+		in := mustJSON(t, hostspec.NetworkInputs{
+			Links:  []hostspec.LinkSpec{{Name: "eth1", MAC: "02:00:00:00:00:01", Up: true, MTU: 9000, Addresses: []string{"10.0.0.5/24"}}},
+			Routes: []hostspec.RouteSpec{{Dst: "10.1.0.0/16", Dev: "eth1"}},
 		})
 		got := mustRun(t, d, in)
 		wantChanges(t, got,
@@ -238,9 +239,9 @@ func TestNetworkConvergesAfterCrash(t *testing.T) {
 	n.run(t, func() {
 		addVeth(t, "v0", "v1", "")
 		d := NewNetworkDriver(dir)
-		in := NetworkInputs{
-			Links:  []LinkSpec{{Name: "v0", Up: true, Addresses: []string{"10.0.0.5/24", "10.0.0.6/24"}}, {Name: "v1", Up: true}},
-			Routes: []RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
+		in := hostspec.NetworkInputs{
+			Links:  []hostspec.LinkSpec{{Name: "v0", Up: true, Addresses: []string{"10.0.0.5/24", "10.0.0.6/24"}}, {Name: "v1", Up: true}},
+			Routes: []hostspec.RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
 		}
 		changes, err := d.Diff(context.Background(), mustJSON(t, in))
 		if err != nil {

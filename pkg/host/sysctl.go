@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ func NewSysctlDriver(stateDir string, opts ...Option) *SysctlDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *SysctlDriver) Kind() string { return KindSysctl }
+func (d *SysctlDriver) Kind() string { return hostspec.KindSysctl }
 
 // Diff implements driver.Driver: one change per parameter to set, then one per
 // parameter to restore.
@@ -133,8 +134,8 @@ func writeSysctl(path, key, value string) error {
 	return nil
 }
 
-func parseSysctls(raw json.RawMessage) ([]SysctlSpec, error) {
-	var in SysctlInputs
+func parseSysctls(raw json.RawMessage) ([]hostspec.SysctlSpec, error) {
+	var in hostspec.SysctlInputs
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -154,7 +155,7 @@ func parseSysctls(raw json.RawMessage) ([]SysctlSpec, error) {
 		}
 		seen[s.Key] = true
 	}
-	slices.SortFunc(in.Sysctls, func(a, b SysctlSpec) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(in.Sysctls, func(a, b hostspec.SysctlSpec) int { return cmp.Compare(a.Key, b.Key) })
 	return in.Sysctls, nil
 }
 

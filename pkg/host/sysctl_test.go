@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 func readProc(t testing.TB, key string) string {
@@ -28,7 +29,7 @@ func TestSysctlInNamespace(t *testing.T) {
 	dir := t.TempDir()
 	n.run(t, func() {
 		d := NewSysctlDriver(dir)
-		in := mustJSON(t, SysctlInputs{Sysctls: []SysctlSpec{
+		in := mustJSON(t, hostspec.SysctlInputs{Sysctls: []hostspec.SysctlSpec{
 			{Key: "net.ipv4.ip_forward", Value: "1"},
 			{Key: "net.ipv4.conf.all.rp_filter", Value: "2"},
 			{Key: "net.ipv4.ip_local_port_range", Value: "20000\t40000"},
@@ -62,7 +63,7 @@ func TestSysctlInNamespace(t *testing.T) {
 		mustRun(t, d, in)
 
 		// Dropped from the inputs: back to what Plinth found.
-		got = mustRun(t, d, mustJSON(t, SysctlInputs{Sysctls: []SysctlSpec{{Key: "net.ipv4.conf.all.rp_filter", Value: "2"}}}))
+		got = mustRun(t, d, mustJSON(t, hostspec.SysctlInputs{Sysctls: []hostspec.SysctlSpec{{Key: "net.ipv4.conf.all.rp_filter", Value: "2"}}}))
 		want = []string{
 			"sysctl net.ipv4.ip_forward: 1 -> 0 (restored: no longer declared)",
 			"sysctl net.ipv4.ip_local_port_range: 20000 40000 -> " + before + " (restored: no longer declared)",
@@ -89,14 +90,14 @@ func TestSysctlFakeRoot(t *testing.T) {
 		}
 	}
 	d := NewSysctlDriver(t.TempDir(), WithProcSys(root))
-	in := mustJSON(t, SysctlInputs{Sysctls: []SysctlSpec{{Key: "vm.swappiness", Value: "10"}, {Key: "kernel.pid_max", Value: "32768"}}})
+	in := mustJSON(t, hostspec.SysctlInputs{Sysctls: []hostspec.SysctlSpec{{Key: "vm.swappiness", Value: "10"}, {Key: "kernel.pid_max", Value: "32768"}}})
 	if got := mustRun(t, d, in); !slices.Equal(got, []string{"sysctl vm.swappiness: 60 -> 10"}) {
 		t.Errorf("changes %q", got)
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "vm/swappiness")); string(b) != "10\n" {
 		t.Errorf("swappiness %q", b)
 	}
-	_, err := d.Diff(context.Background(), mustJSON(t, SysctlInputs{Sysctls: []SysctlSpec{{Key: "vm.no_such", Value: "1"}}}))
+	_, err := d.Diff(context.Background(), mustJSON(t, hostspec.SysctlInputs{Sysctls: []hostspec.SysctlSpec{{Key: "vm.no_such", Value: "1"}}}))
 	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "sysctl vm.no_such: this kernel has no such parameter") {
 		t.Errorf("missing key: %v", err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
@@ -120,7 +120,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 			steps := renderSite(t, o)
 			res := map[string]driver.Result{}
 			for _, st := range steps {
-				if st.Kind == kubesteps.KindLabels {
+				if st.Kind == kubespec.KindLabels {
 					res[st.ID] = driver.Run(ctx, labels, c.sec.resolve(t, st))
 				}
 			}
@@ -178,14 +178,14 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	t.Run("cni manifest", func(t *testing.T) {
 		ctx := c.ctx()
 		steps := renderSite(t, c.opts)
-		st := steps[plan.StepID("ctl-0", kubesteps.KindCNI, "")]
+		st := steps[plan.StepID("ctl-0", kubespec.KindCNI, "")]
 		cni := NewCNIDriver(t.TempDir(), WithRoot(c.root))
 		raw := c.sec.resolve(t, st)
 		_, err := cni.Diff(ctx, raw)
 		if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "the site ships it") {
 			t.Fatalf("a missing manifest must say so: %v", err)
 		}
-		var in kubesteps.CNIInputs
+		var in kubespec.CNIInputs
 		_ = json.Unmarshal(raw, &in)
 		if err := writeFile(c.paths.Join(in.Manifest), []byte(cniManifest), 0o644); err != nil {
 			t.Fatal(err)
@@ -210,9 +210,9 @@ func TestAgainstRealAPIServer(t *testing.T) {
 // endpoint nothing listens on.
 func testHealth(t *testing.T, c *apiCluster) {
 	ctx := c.ctx()
-	st := renderSite(t, c.opts)[plan.StepID("ctl-0", kubesteps.KindHealth, "")]
+	st := renderSite(t, c.opts)[plan.StepID("ctl-0", kubespec.KindHealth, "")]
 	raw := c.sec.resolve(t, st)
-	var in kubesteps.HealthInputs
+	var in kubespec.HealthInputs
 	if err := json.Unmarshal(raw, &in); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func testHealth(t *testing.T, c *apiCluster) {
 		t.Fatalf("healthy cluster: %+v", r)
 	}
 
-	with := func(f func(*kubesteps.HealthInputs)) json.RawMessage {
+	with := func(f func(*kubespec.HealthInputs)) json.RawMessage {
 		v := in
 		v.Nodes = slices.Clone(in.Nodes)
 		f(&v)
@@ -285,12 +285,12 @@ func testHealth(t *testing.T, c *apiCluster) {
 		}
 		return b
 	}
-	got = summaries(with(func(v *kubesteps.HealthInputs) { v.Nodes = append(v.Nodes, "compute-9") }))
+	got = summaries(with(func(v *kubespec.HealthInputs) { v.Nodes = append(v.Nodes, "compute-9") }))
 	if len(got) != 1 || !strings.HasPrefix(got[0], "node compute-9 is not Ready: not registered") {
 		t.Fatalf("a missing node: %q", got)
 	}
 	closed := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(freePorts(t, 1)[0]))
-	got = summaries(with(func(v *kubesteps.HealthInputs) { v.Endpoint = closed }))
+	got = summaries(with(func(v *kubespec.HealthInputs) { v.Endpoint = closed }))
 	if len(got) != 1 || !strings.HasPrefix(got[0], "API not reachable through the VIP "+closed+": ") || !strings.Contains(got[0], "connection refused") {
 		t.Fatalf("an endpoint nothing listens on: %q", got)
 	}

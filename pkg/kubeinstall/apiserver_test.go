@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // apiCluster is a real control plane for tests: etcd, kube-apiserver and
@@ -60,7 +60,7 @@ func startAPICluster(t *testing.T) *apiCluster {
 	c.opts = siteOpts{net: c.net, apiPort: c.port, witness: true, labels: "{rack: r1}"}
 	steps := renderSite(t, c.opts)
 	// Joins pin the CA hash kube.init reports; a placeholder until the CA exists.
-	c.sec.setOutputs("ctl-0/kube.init", map[string]string{kubesteps.OutputCACertHash: "sha256:" + strings.Repeat("00", 32)})
+	c.sec.setOutputs("ctl-0/kube.init", map[string]string{kubespec.OutputCACertHash: "sha256:" + strings.Repeat("00", 32)})
 	c.nc = renderConfigs(t, steps, c.sec, c.paths)
 	b, err := c.nc.init.YAML()
 	c.config = writeYAML(t, c.root, "init.yaml", b, err)

@@ -18,7 +18,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
 	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // Where kube.binaries installs. The binaries are the site's, not a Debian package's,
@@ -62,11 +62,11 @@ func NewBinariesDriver(stateDir, bundleRoot string, opts ...Option) *BinariesDri
 }
 
 // Kind implements driver.Driver.
-func (d *BinariesDriver) Kind() string { return kubesteps.KindBinaries }
+func (d *BinariesDriver) Kind() string { return kubespec.KindBinaries }
 
 // Diff implements driver.Driver.
 func (d *BinariesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.BinariesInputs
+	var in kubespec.BinariesInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (d *BinariesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]drive
 }
 
 // manifest reads the bundle's manifest, checking it against the site's pin.
-func (d *BinariesDriver) manifest(dir string, in kubesteps.BinariesInputs) (bundle.Manifest, error) {
+func (d *BinariesDriver) manifest(dir string, in kubespec.BinariesInputs) (bundle.Manifest, error) {
 	if _, err := os.Stat(path.Join(dir, bundle.ManifestFile)); err != nil {
 		return bundle.Manifest{}, driver.Permanent(fmt.Errorf("kube.binaries: bundle %s is not on this host (%w): run the install script with that bundle", in.Bundle, err))
 	}

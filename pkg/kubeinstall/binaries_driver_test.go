@@ -12,7 +12,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // writeTestBundle lays out a small bundle version under root's bundle directory:
@@ -49,7 +49,7 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 		"bin/kubelet": "kubelet-1", "bin/kubeadm": "kubeadm-1", "bin/kubectl": "kubectl-1", "cni/bridge": "bridge-1",
 	})
 	d := NewBinariesDriver(t.TempDir(), bundle.DefaultRoot, h.opts...)
-	in := kubesteps.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true}
+	in := kubespec.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true}
 	raw, _ := json.Marshal(in)
 	res := driver.Run(context.Background(), d, raw)
 	// The systemctl test double reports nothing enabled, so "enable" is re-planned on
@@ -98,18 +98,18 @@ func TestBinariesDriverRefusesBadBundles(t *testing.T) {
 	h := newFakeHost(t)
 	sum := writeTestBundle(t, h.root, "1.0", map[string]string{"bin/etcd": "etcd-1"})
 	d := NewBinariesDriver(t.TempDir(), bundle.DefaultRoot, h.opts...)
-	run := func(in kubesteps.BinariesInputs) driver.Result {
+	run := func(in kubespec.BinariesInputs) driver.Result {
 		raw, _ := json.Marshal(in)
 		return driver.Run(context.Background(), d, raw)
 	}
 	for name, tc := range map[string]struct {
-		in   kubesteps.BinariesInputs
+		in   kubespec.BinariesInputs
 		want string
 	}{
-		"absent version":   {kubesteps.BinariesInputs{Bundle: "2.0", Binaries: []string{"etcd"}}, "bundle 2.0 is not on this host"},
-		"pin mismatch":     {kubesteps.BinariesInputs{Bundle: "1.0", SHA256: strings.Repeat("0", 64), Binaries: []string{"etcd"}}, "the site pins"},
-		"unknown binary":   {kubesteps.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"etcdctl"}}, `no binary component "etcdctl"`},
-		"escaping version": {kubesteps.BinariesInputs{Bundle: "../etc", Binaries: []string{"etcd"}}, "not valid"},
+		"absent version":   {kubespec.BinariesInputs{Bundle: "2.0", Binaries: []string{"etcd"}}, "bundle 2.0 is not on this host"},
+		"pin mismatch":     {kubespec.BinariesInputs{Bundle: "1.0", SHA256: strings.Repeat("0", 64), Binaries: []string{"etcd"}}, "the site pins"},
+		"unknown binary":   {kubespec.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"etcdctl"}}, `no binary component "etcdctl"`},
+		"escaping version": {kubespec.BinariesInputs{Bundle: "../etc", Binaries: []string{"etcd"}}, "not valid"},
 	} {
 		res := run(tc.in)
 		if res.OK() || res.Retryable || !strings.Contains(res.Error, tc.want) {
@@ -120,7 +120,7 @@ func TestBinariesDriverRefusesBadBundles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.root, "/opt/plinth/bundle/1.0/bin/etcd"), []byte("etcd-X"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res := run(kubesteps.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"etcd"}})
+	res := run(kubespec.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"etcd"}})
 	if res.OK() || !strings.Contains(res.Error, "the bundle is damaged") {
 		t.Fatalf("damaged file: %+v", res)
 	}

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // ManifestHashAnnotation records which version of its manifest an object was applied
@@ -44,11 +44,11 @@ func NewCNIDriver(stateDir string, opts ...Option) *CNIDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *CNIDriver) Kind() string { return kubesteps.KindCNI }
+func (d *CNIDriver) Kind() string { return kubespec.KindCNI }
 
 // Diff implements driver.Driver.
 func (d *CNIDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.CNIInputs
+	var in kubespec.CNIInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (d *CNIDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Cha
 }
 
 // manifest is the YAML to apply and where it came from (for errors).
-func (d *CNIDriver) manifest(in kubesteps.CNIInputs) ([]byte, string, error) {
+func (d *CNIDriver) manifest(in kubespec.CNIInputs) ([]byte, string, error) {
 	if in.Flannel != nil {
 		data, err := FlannelManifest(*in.Flannel)
 		if err != nil {

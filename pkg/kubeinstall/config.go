@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // TokenDescription marks the bootstrap tokens Plinth creates, so that rotation can
@@ -39,7 +39,7 @@ type InitDocs struct {
 }
 
 // InitConfig renders kubeadm init's configuration. Secret inputs must be resolved.
-func InitConfig(in kubesteps.InitInputs, p Paths) (InitDocs, error) {
+func InitConfig(in kubespec.InitInputs, p Paths) (InitDocs, error) {
 	ttl, err := time.ParseDuration(in.TokenTTL)
 	if err != nil {
 		return InitDocs{}, fmt.Errorf("kube.init: tokenTTL %q: %w", in.TokenTTL, err)
@@ -116,7 +116,7 @@ func (d InitDocs) YAML() ([]byte, error) {
 }
 
 // JoinConfig renders kubeadm join's configuration for a worker or a control plane.
-func JoinConfig(in kubesteps.JoinInputs, p Paths) (JoinConfiguration, error) {
+func JoinConfig(in kubespec.JoinInputs, p Paths) (JoinConfiguration, error) {
 	j := JoinConfiguration{
 		TypeMeta:         metav1.TypeMeta{APIVersion: KubeadmAPIVersion, Kind: "JoinConfiguration"},
 		NodeRegistration: registration(in.Cluster, in.Node),
@@ -143,7 +143,7 @@ func JoinConfig(in kubesteps.JoinInputs, p Paths) (JoinConfiguration, error) {
 // JoinYAML renders a join configuration as a file.
 func JoinYAML(j JoinConfiguration) ([]byte, error) { return marshalDocs(j) }
 
-func clusterConfig(c kubesteps.Cluster, p Paths) ClusterConfiguration {
+func clusterConfig(c kubespec.Cluster, p Paths) ClusterConfiguration {
 	return ClusterConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: KubeadmAPIVersion, Kind: "ClusterConfiguration"},
 		Etcd: Etcd{External: &ExternalEtcd{
@@ -163,7 +163,7 @@ func clusterConfig(c kubesteps.Cluster, p Paths) ClusterConfiguration {
 }
 
 // registration is the node's kubeadm nodeRegistration: name, CRI, node IP, taints.
-func registration(c kubesteps.Cluster, n kubesteps.Node) NodeRegistrationOptions {
+func registration(c kubespec.Cluster, n kubespec.Node) NodeRegistrationOptions {
 	taints := make([]corev1.Taint, 0, len(n.Taints))
 	for _, t := range n.Taints {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
@@ -177,7 +177,7 @@ func registration(c kubesteps.Cluster, n kubesteps.Node) NodeRegistrationOptions
 }
 
 // patches points kubeadm at the node's kubelet patch when it reserves CPUs.
-func patches(n kubesteps.Node, p Paths) *Patches {
+func patches(n kubespec.Node, p Paths) *Patches {
 	if n.ReservedCPUs == "" {
 		return nil
 	}
@@ -187,7 +187,7 @@ func patches(n kubesteps.Node, p Paths) *Patches {
 // KubeletPatch is the per-node kubelet configuration patch for reserved CPUs: the
 // static CPU manager keeps every container off reservedSystemCPUs, so the vswitch
 // cores never run pods. Empty when the node reserves none.
-func KubeletPatch(n kubesteps.Node) (name string, data []byte) {
+func KubeletPatch(n kubespec.Node) (name string, data []byte) {
 	if n.ReservedCPUs == "" {
 		return "", nil
 	}

@@ -1,5 +1,5 @@
 // Package kubeinstall bootstraps Kubernetes on Plinth hosts: it turns the kube step
-// inputs (package kubesteps) into kubeadm v1beta4, kubelet and kube-proxy configuration,
+// inputs (package kubespec) into kubeadm v1beta4, kubelet and kube-proxy configuration,
 // kube-vip and etcd files, and runs them through drivers — kube.vip, kube.etcd,
 // kube.init, kube.join-control-plane, kube.join, kube.cni and kube.labels.
 //

@@ -18,7 +18,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // fakeRunner records commands and plays their effect on the host and the cluster.
@@ -92,7 +92,7 @@ func (h *fakeHost) secret(name string, data map[string]string) {
 // stepInputs renders the sample site and resolves one step's inputs.
 func stepInputs(t *testing.T, sec *secrets, id string) json.RawMessage {
 	t.Helper()
-	sec.setOutputs("ctl-0/kube.init", map[string]string{kubesteps.OutputCACertHash: "sha256:" + strings.Repeat("cd", 32), kubesteps.OutputAdminConf: "kubeconfig"})
+	sec.setOutputs("ctl-0/kube.init", map[string]string{kubespec.OutputCACertHash: "sha256:" + strings.Repeat("cd", 32), kubespec.OutputAdminConf: "kubeconfig"})
 	st, ok := renderSite(t, siteOpts{net: "10.213.7", witness: true})[id]
 	if !ok {
 		t.Fatalf("no step %s", id)
@@ -106,7 +106,7 @@ func TestInitDriverInitsOnceAndKeepsJoinCredentials(t *testing.T) {
 	h := newFakeHost(t)
 	sec := newSecrets()
 	raw := stepInputs(t, sec, "ctl-0/kube.init")
-	var in kubesteps.InitInputs
+	var in kubespec.InitInputs
 	_ = json.Unmarshal(raw, &in)
 	ca, _ := certs.NewCA("kubernetes", time.Now())
 	h.run.effects["kubeadm init --config"] = func() error {
@@ -128,7 +128,7 @@ func TestInitDriverInitsOnceAndKeepsJoinCredentials(t *testing.T) {
 	if cmds := h.run.take(); len(cmds) != 1 || cmds[0] != "kubeadm init --config "+h.p.Join(initConfigFile)+" --upload-certs" {
 		t.Fatalf("commands %v", cmds)
 	}
-	if !strings.HasPrefix(res.Outputs[kubesteps.OutputCACertHash], "sha256:") || res.Outputs[kubesteps.OutputAdminConf] != "admin kubeconfig" {
+	if !strings.HasPrefix(res.Outputs[kubespec.OutputCACertHash], "sha256:") || res.Outputs[kubespec.OutputAdminConf] != "admin kubeconfig" {
 		t.Fatalf("outputs %v", res.Outputs)
 	}
 	if st, _ := os.Stat(h.p.Join(initConfigFile)); st.Mode().Perm() != 0o600 {
@@ -234,7 +234,7 @@ func TestInitDriverRedoesAnInitThatNeverReturned(t *testing.T) {
 	h := newFakeHost(t)
 	sec := newSecrets()
 	raw := stepInputs(t, sec, "ctl-0/kube.init")
-	var in kubesteps.InitInputs
+	var in kubespec.InitInputs
 	_ = json.Unmarshal(raw, &in)
 	ca, _ := certs.NewCA("kubernetes", time.Now())
 	d := NewInitDriver(filepath.Join(h.root, "state"), h.opts...)
@@ -315,7 +315,7 @@ func TestJoinDriverNeverRejoinsAMember(t *testing.T) {
 func TestVIPManifest(t *testing.T) {
 	h := newFakeHost(t)
 	d := NewVIPDriver(t.TempDir(), h.opts...)
-	raw := vipInputs(t, "10.213.7", "ctl-0", kubesteps.VIPKubeVIP)
+	raw := vipInputs(t, "10.213.7", "ctl-0", kubespec.VIPKubeVIP)
 	res := driver.Run(context.Background(), d, raw)
 	if !res.OK() {
 		t.Fatal(res.Error)
@@ -326,14 +326,14 @@ func TestVIPManifest(t *testing.T) {
 			t.Errorf("manifest lacks %q:\n%s", want, b)
 		}
 	}
-	raw1 := vipInputs(t, "10.213.7", "ctl-1", kubesteps.VIPKubeVIP)
+	raw1 := vipInputs(t, "10.213.7", "ctl-1", kubespec.VIPKubeVIP)
 	if m, _ := VIPManifest(mustVIP(t, raw1)); !strings.Contains(string(m), "path: /etc/kubernetes/admin.conf") {
 		t.Errorf("ctl-1 uses admin.conf:\n%s", m)
 	}
 }
 
-func mustVIP(t *testing.T, raw json.RawMessage) kubesteps.VIPInputs {
-	var in kubesteps.VIPInputs
+func mustVIP(t *testing.T, raw json.RawMessage) kubespec.VIPInputs {
+	var in kubespec.VIPInputs
 	if err := json.Unmarshal(raw, &in); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // EtcdConfig is the subset of etcd's --config-file Plinth writes.
@@ -50,14 +50,14 @@ type EtcdTuning struct {
 // Bootstrap says how a member without data starts: a new cluster, or joining an
 // existing one (after a member add).
 type Bootstrap struct {
-	State   string                 // "new" or "existing"
-	Members []kubesteps.EtcdMember // the initial cluster
+	State   string                // "new" or "existing"
+	Members []kubespec.EtcdMember // the initial cluster
 }
 
 // RenderEtcdConfig renders the member's config file. bootstrap is nil once the member
 // has data: etcd ignores the initial-* settings then, and leaving them out keeps a
 // membership change from rewriting (and restarting) members that already run.
-func RenderEtcdConfig(in kubesteps.EtcdInputs, p Paths, bootstrap *Bootstrap) ([]byte, error) {
+func RenderEtcdConfig(in kubespec.EtcdInputs, p Paths, bootstrap *Bootstrap) ([]byte, error) {
 	m := in.Member
 	c := EtcdConfig{
 		Name:                     m.Name,
@@ -100,7 +100,7 @@ func withoutBootstrap(cfg []byte) string {
 }
 
 // RenderEtcdUnit renders the member's systemd unit.
-func RenderEtcdUnit(in kubesteps.EtcdInputs, p Paths) []byte {
+func RenderEtcdUnit(in kubespec.EtcdInputs, p Paths) []byte {
 	return []byte(`# Written by Plinth (kube.etcd); changes are reverted.
 [Unit]
 Description=etcd member ` + in.Member.Name + ` of the Plinth Kubernetes control plane
@@ -130,7 +130,7 @@ type etcdCert struct {
 
 // etcdCerts are the certificates of member m; controllers also hold the API
 // server's client certificate.
-func etcdCerts(in kubesteps.EtcdInputs) []etcdCert {
+func etcdCerts(in kubespec.EtcdInputs) []etcdCert {
 	m := in.Member
 	ip := net.ParseIP(m.IP)
 	// Like kubeadm's: the loopback names let a member reach a peer on the same host,
@@ -148,11 +148,11 @@ func etcdCerts(in kubesteps.EtcdInputs) []etcdCert {
 	return out
 }
 
-func peerURL(m kubesteps.EtcdMember) string {
+func peerURL(m kubespec.EtcdMember) string {
 	return "https://" + net.JoinHostPort(m.IP, strconv.Itoa(m.PeerPort))
 }
 
-func clientURL(m kubesteps.EtcdMember) string {
+func clientURL(m kubespec.EtcdMember) string {
 	return "https://" + net.JoinHostPort(m.IP, strconv.Itoa(m.ClientPort))
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // EtcdDriver runs kube.etcd: one member of the etcd cluster the control plane uses
@@ -29,11 +29,11 @@ func NewEtcdDriver(stateDir string, opts ...Option) *EtcdDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *EtcdDriver) Kind() string { return kubesteps.KindEtcd }
+func (d *EtcdDriver) Kind() string { return kubespec.KindEtcd }
 
 // Diff implements driver.Driver.
 func (d *EtcdDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.EtcdInputs
+	var in kubespec.EtcdInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (d *EtcdDriver) issue(ca *certs.CA, c etcdCert) error {
 // leader among them, means the cluster is being created: start "new" with the
 // declared members. A running cluster means "existing": add this member first unless
 // it is listed, and refuse when it is listed as having run (its data was lost).
-func (d *EtcdDriver) bootstrap(ctx context.Context, cl *etcdClient, in kubesteps.EtcdInputs) (*Bootstrap, string, error) {
+func (d *EtcdDriver) bootstrap(ctx context.Context, cl *etcdClient, in kubespec.EtcdInputs) (*Bootstrap, string, error) {
 	fresh := &Bootstrap{State: "new", Members: in.Members}
 	for _, m := range in.Members {
 		if m.Name == in.Member.Name {
@@ -181,7 +181,7 @@ func (d *EtcdDriver) bootstrap(ctx context.Context, cl *etcdClient, in kubesteps
 				listed, name = true, in.Member.Name
 			}
 			for _, u := range lm.PeerURLs {
-				boot.Members = append(boot.Members, kubesteps.EtcdMember{Name: name, IP: hostOf(u), PeerPort: portOf(u)})
+				boot.Members = append(boot.Members, kubespec.EtcdMember{Name: name, IP: hostOf(u), PeerPort: portOf(u)})
 			}
 		}
 		if listed {
@@ -196,7 +196,7 @@ func (d *EtcdDriver) bootstrap(ctx context.Context, cl *etcdClient, in kubesteps
 // addMember asks the running members to add this one. etcd refuses while the
 // cluster has not been fully connected for a few seconds, so it tries until
 // healthWait has passed.
-func (d *EtcdDriver) addMember(ctx context.Context, cl *etcdClient, in kubesteps.EtcdInputs, peer string) error {
+func (d *EtcdDriver) addMember(ctx context.Context, cl *etcdClient, in kubespec.EtcdInputs, peer string) error {
 	deadline := time.Now().Add(d.o.healthWait)
 	var last error
 	for {
@@ -221,7 +221,7 @@ func (d *EtcdDriver) addMember(ctx context.Context, cl *etcdClient, in kubesteps
 }
 
 // waitHealthy waits until the started member serves with a quorum.
-func (d *EtcdDriver) waitHealthy(ctx context.Context, cl *etcdClient, in kubesteps.EtcdInputs) error {
+func (d *EtcdDriver) waitHealthy(ctx context.Context, cl *etcdClient, in kubespec.EtcdInputs) error {
 	deadline := time.Now().Add(d.o.healthWait)
 	var err error
 	for {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
@@ -96,7 +96,7 @@ func etcdMembers(t *testing.T, o siteOpts, sec *secrets, roots map[string]*etcdM
 	steps := renderSite(t, o)
 	var out []*etcdMember
 	for _, host := range []string{"ctl-0", "ctl-1", "wit-0"} {
-		st, ok := steps[plan.StepID(host, kubesteps.KindEtcd, "")]
+		st, ok := steps[plan.StepID(host, kubespec.KindEtcd, "")]
 		if !ok {
 			continue
 		}
@@ -137,7 +137,7 @@ func runAll(t *testing.T, ms []*etcdMember) {
 // writable proves the cluster commits a write through member m.
 func writable(t *testing.T, m *etcdMember, key string) error {
 	t.Helper()
-	var in kubesteps.EtcdInputs
+	var in kubespec.EtcdInputs
 	if err := json.Unmarshal(m.inputs, &in); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestEtcdWitnessJoinsByMemberAdd(t *testing.T) {
 	}
 
 	// ctl-1 loses its data: refused, with the fenced recovery named.
-	var in kubesteps.EtcdInputs
+	var in kubespec.EtcdInputs
 	_ = json.Unmarshal(three[1].inputs, &in)
 	if err := os.RemoveAll(Paths{Root: three[1].svc.root}.Join(in.DataDir)); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestEtcdUnitVerifies(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("needs systemd-analyze (make deps)")
 	}
-	in := kubesteps.EtcdInputs{Member: kubesteps.EtcdMember{Name: "ctl-0"}, Binary: etcdBinary(t)}
+	in := kubespec.EtcdInputs{Member: kubespec.EtcdMember{Name: "ctl-0"}, Binary: etcdBinary(t)}
 	f := filepath.Join(t.TempDir(), etcdUnitName)
 	if err := os.WriteFile(f, RenderEtcdUnit(in, Paths{}), 0o644); err != nil {
 		t.Fatal(err)

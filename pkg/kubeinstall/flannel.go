@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // FlannelNamespace holds flannel's DaemonSet, ServiceAccount and ConfigMap.
@@ -20,7 +20,7 @@ const FlannelNamespace = "kube-flannel"
 // writes /run/flannel/subnet.env and /etc/cni/net.d/10-flannel.conflist on the host
 // (bridge + host-local, see deploy/bundle/flanneld). The image is imported from the
 // site bundle, never pulled.
-func FlannelManifest(in kubesteps.FlannelInputs) ([]byte, error) {
+func FlannelManifest(in kubespec.FlannelInputs) ([]byte, error) {
 	p, err := netip.ParsePrefix(in.Network)
 	if err != nil || !p.Addr().Is4() || p.Masked() != p {
 		return nil, fmt.Errorf("flannel: network %q must be an IPv4 network address in CIDR form (e.g. 10.244.0.0/16)", in.Network)

@@ -12,25 +12,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 func TestFlannelManifest(t *testing.T) {
 	const img = "registry.local/flannel:v0.28.10"
 	for _, tc := range []struct {
 		name    string
-		in      kubesteps.FlannelInputs
+		in      kubespec.FlannelInputs
 		wantErr string
 	}{
-		{"default pod network", kubesteps.FlannelInputs{Network: "10.244.0.0/16", Image: img}, ""},
-		{"site registry", kubesteps.FlannelInputs{Network: "172.20.0.0/14", Image: "registry.example:5000/k8s/flannel:v0.28.10"}, ""},
-		{"smallest network", kubesteps.FlannelInputs{Network: "10.9.0.0/22", Image: img}, ""},
-		{"network too small", kubesteps.FlannelInputs{Network: "10.9.0.0/23", Image: img}, "must be /22 or larger"},
-		{"not a network address", kubesteps.FlannelInputs{Network: "10.244.1.0/16", Image: img}, `"10.244.1.0/16" must be an IPv4 network address`},
-		{"IPv6", kubesteps.FlannelInputs{Network: "fd00::/48", Image: img}, "must be an IPv4 network"},
-		{"no network", kubesteps.FlannelInputs{Image: img}, `network ""`},
-		{"no image", kubesteps.FlannelInputs{Network: "10.244.0.0/16"}, `image ""`},
-		{"image with a quote", kubesteps.FlannelInputs{Network: "10.244.0.0/16", Image: `x"y`}, "must be an image reference"},
+		{"default pod network", kubespec.FlannelInputs{Network: "10.244.0.0/16", Image: img}, ""},
+		{"site registry", kubespec.FlannelInputs{Network: "172.20.0.0/14", Image: "registry.example:5000/k8s/flannel:v0.28.10"}, ""},
+		{"smallest network", kubespec.FlannelInputs{Network: "10.9.0.0/22", Image: img}, ""},
+		{"network too small", kubespec.FlannelInputs{Network: "10.9.0.0/23", Image: img}, "must be /22 or larger"},
+		{"not a network address", kubespec.FlannelInputs{Network: "10.244.1.0/16", Image: img}, `"10.244.1.0/16" must be an IPv4 network address`},
+		{"IPv6", kubespec.FlannelInputs{Network: "fd00::/48", Image: img}, "must be an IPv4 network"},
+		{"no network", kubespec.FlannelInputs{Image: img}, `network ""`},
+		{"no image", kubespec.FlannelInputs{Network: "10.244.0.0/16"}, `image ""`},
+		{"image with a quote", kubespec.FlannelInputs{Network: "10.244.0.0/16", Image: `x"y`}, "must be an image reference"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := FlannelManifest(tc.in)
@@ -125,8 +125,8 @@ func fromUnstructured(t *testing.T, u map[string]any, into any) {
 // server (which validates every object), then again: nothing changes.
 func testFlannelApply(t *testing.T, c *apiCluster) {
 	ctx := c.ctx()
-	raw, err := json.Marshal(kubesteps.CNIInputs{Plugin: "flannel", Kubeconfig: string(c.super),
-		Flannel: &kubesteps.FlannelInputs{Network: "10.244.0.0/16", Image: "registry.local/flannel:v0.28.10"}})
+	raw, err := json.Marshal(kubespec.CNIInputs{Plugin: "flannel", Kubeconfig: string(c.super),
+		Flannel: &kubespec.FlannelInputs{Network: "10.244.0.0/16", Image: "registry.local/flannel:v0.28.10"}})
 	if err != nil {
 		t.Fatal(err)
 	}

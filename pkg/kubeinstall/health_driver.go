@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // healthTimeout bounds each request of a health check, so a dead VIP fails fast.
@@ -43,11 +43,11 @@ func NewHealthDriver(stateDir string, opts ...Option) *HealthDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *HealthDriver) Kind() string { return kubesteps.KindHealth }
+func (d *HealthDriver) Kind() string { return kubespec.KindHealth }
 
 // Diff implements driver.Driver.
 func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.HealthInputs
+	var in kubespec.HealthInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 
 // await polls the cluster until it is healthy, or fails after d.wait naming what is
 // still wrong.
-func (d *HealthDriver) await(ctx context.Context, in kubesteps.HealthInputs) error {
+func (d *HealthDriver) await(ctx context.Context, in kubespec.HealthInputs) error {
 	deadline := time.Now().Add(d.wait)
 	for {
 		left, err := d.check(ctx, in)
@@ -88,7 +88,7 @@ func (d *HealthDriver) await(ctx context.Context, in kubesteps.HealthInputs) err
 }
 
 // check lists what is wrong with the cluster; an error means the inputs are unusable.
-func (d *HealthDriver) check(ctx context.Context, in kubesteps.HealthInputs) ([]string, error) {
+func (d *HealthDriver) check(ctx context.Context, in kubespec.HealthInputs) ([]string, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(in.Kubeconfig))
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.health: kubeconfig: %w", err))

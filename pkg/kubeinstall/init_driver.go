@@ -12,7 +12,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // InitDriver runs kube.init on the first controller: kubeadm init with Plinth's
@@ -29,13 +29,13 @@ func NewInitDriver(stateDir string, opts ...Option) *InitDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *InitDriver) Kind() string { return kubesteps.KindInit }
+func (d *InitDriver) Kind() string { return kubespec.KindInit }
 
 const initConfigFile = kubeadmDir + "/init.yaml"
 
 // Diff implements driver.Driver.
 func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.InitInputs
+	var in kubespec.InitInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (d *InitDriver) init(ctx context.Context) error {
 
 // upkeep keeps the join credentials available for nodes that have yet to join and
 // removes the tokens a rotation replaced.
-func (d *InitDriver) upkeep(ctx context.Context, c kubernetes.Interface, in kubesteps.InitInputs) ([]driver.Change, error) {
+func (d *InitDriver) upkeep(ctx context.Context, c kubernetes.Interface, in kubespec.InitInputs) ([]driver.Change, error) {
 	var pending, pendingCP []string
 	for _, n := range append(append([]string(nil), in.ControlPlanes...), in.Workers...) {
 		ok, err := nodeRegistered(ctx, c, n)
@@ -171,5 +171,5 @@ func (d *InitDriver) Outputs(context.Context, json.RawMessage) (map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{kubesteps.OutputAdminConf: string(admin), kubesteps.OutputCACertHash: hash}, nil
+	return map[string]string{kubespec.OutputAdminConf: string(admin), kubespec.OutputCACertHash: hash}, nil
 }

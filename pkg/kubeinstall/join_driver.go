@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // JoinDriver runs kube.join (a worker) and kube.join-control-plane (the second
@@ -33,9 +33,9 @@ func NewJoinControlPlaneDriver(stateDir string, opts ...Option) *JoinDriver {
 // Kind implements driver.Driver.
 func (d *JoinDriver) Kind() string {
 	if d.controlPlane {
-		return kubesteps.KindJoinControlPlane
+		return kubespec.KindJoinControlPlane
 	}
-	return kubesteps.KindJoin
+	return kubespec.KindJoin
 }
 
 const joinConfigFile = kubeadmDir + "/join.yaml"
@@ -45,7 +45,7 @@ const registerWait = 90 * time.Second
 
 // Diff implements driver.Driver.
 func (d *JoinDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.JoinInputs
+	var in kubespec.JoinInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}

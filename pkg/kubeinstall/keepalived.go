@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // keepalivedHeader opens the config Plinth writes; a file without it is the
@@ -35,12 +35,12 @@ var ifnameRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,15}$`)
 // the second's PrioritySecond-CheckWeight. Once APIs answer, a controller whose API
 // dies drops below the other and the VIP moves; it comes back (preempt) only once
 // that API answers again. The check starts failed (init_fail), so a controller that
-// reboots does not take the VIP back before its API is up. The values are in kubesteps.
+// reboots does not take the VIP back before its API is up. The values are in kubespec.
 //
 // There is no VRRP authentication: VRRPv2's PASS travels in clear in every advert, so
 // a shared secret adds nothing against a host on the segment; adverts are unicast and
 // only accepted from the declared peer (check_unicast_src).
-func KeepalivedConfig(in kubesteps.VIPInputs, ifc string, curl bool) ([]byte, error) {
+func KeepalivedConfig(in kubespec.VIPInputs, ifc string, curl bool) ([]byte, error) {
 	vip, err := netip.ParseAddr(in.VIP)
 	if err != nil {
 		return nil, fmt.Errorf("keepalived: vip %q: %w", in.VIP, err)
@@ -103,7 +103,7 @@ vrrp_instance plinth_api {
     priority %d
     advert_int 1
     unicast_src_ip %s
-`, vip, check, kubesteps.KeepalivedCheckWeight, version, ifc, in.RouterID, in.Priority, src)
+`, vip, check, kubespec.KeepalivedCheckWeight, version, ifc, in.RouterID, in.Priority, src)
 	if len(peers) > 0 {
 		b.WriteString("    check_unicast_src\n    unicast_peer {\n")
 		for _, p := range peers {
@@ -125,7 +125,7 @@ vrrp_instance plinth_api {
 // keepalived plans kube.vip with the keepalived provider: Plinth's keepalived.conf,
 // the unit enabled and running it, and no kube-vip static pod left from the other
 // provider (two holders would fight over the VIP).
-func (d *VIPDriver) keepalived(ctx context.Context, in kubesteps.VIPInputs) ([]driver.Change, error) {
+func (d *VIPDriver) keepalived(ctx context.Context, in kubespec.VIPInputs) ([]driver.Change, error) {
 	if in.VIP == "" || in.Port == 0 || in.Address == "" {
 		return nil, driver.Permanent(fmt.Errorf("kube.vip: keepalived inputs need vip, port and address"))
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // netnsKeepalived is a real process runner standing in for systemd (no systemd here):
@@ -250,7 +250,7 @@ func vrrpFailover(t *testing.T, tag string, curl bool) {
 	}
 	for i, name := range []string{"ctl-0", "ctl-1"} {
 		root := t.TempDir()
-		n := &vrrpNode{name: name, ns: l.plug(strconv.Itoa(i), 11+i), raw: vipInputs(t, l.net, name, kubesteps.VIPKeepalived)}
+		n := &vrrpNode{name: name, ns: l.plug(strconv.Itoa(i), 11+i), raw: vipInputs(t, l.net, name, kubespec.VIPKeepalived)}
 		n.svc = &netnsKeepalived{t: t, ns: n.ns, root: root}
 		t.Cleanup(n.svc.kill)
 		n.d = NewVIPDriver(filepath.Join(root, "state"), WithRoot(root), WithServices(n.svc))

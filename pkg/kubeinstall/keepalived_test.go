@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // vipInputs renders the sample site with the given VIP provider and resolves host's
@@ -23,7 +23,7 @@ func vipInputs(t *testing.T, net, host, provider string) json.RawMessage {
 }
 
 func TestKeepalivedPrioritiesKeepTheBootstrapAndFailoverOrder(t *testing.T) {
-	first, second, w := kubesteps.KeepalivedPriorityFirst, kubesteps.KeepalivedPrioritySecond, kubesteps.KeepalivedCheckWeight
+	first, second, w := kubespec.KeepalivedPriorityFirst, kubespec.KeepalivedPrioritySecond, kubespec.KeepalivedCheckWeight
 	switch {
 	case first-w <= second-w: // no API anywhere (before kubeadm init): the first holds the VIP
 		t.Error("the first controller must win while no API answers")
@@ -35,11 +35,11 @@ func TestKeepalivedPrioritiesKeepTheBootstrapAndFailoverOrder(t *testing.T) {
 }
 
 func TestKeepalivedConfig(t *testing.T) {
-	base := kubesteps.VIPInputs{Provider: kubesteps.VIPKeepalived, VIP: "10.0.1.10", Port: 6443, RouterID: 42,
-		Priority: kubesteps.KeepalivedPriorityFirst, Address: "10.0.1.11", Peers: []string{"10.0.1.12"}}
+	base := kubespec.VIPInputs{Provider: kubespec.VIPKeepalived, VIP: "10.0.1.10", Port: 6443, RouterID: 42,
+		Priority: kubespec.KeepalivedPriorityFirst, Address: "10.0.1.11", Peers: []string{"10.0.1.12"}}
 	for _, tc := range []struct {
 		name   string
-		mutate func(*kubesteps.VIPInputs)
+		mutate func(*kubespec.VIPInputs)
 		ifc    string
 		noCurl bool
 		want   []string // lines the config holds
@@ -52,23 +52,23 @@ func TestKeepalivedConfig(t *testing.T) {
 			`    script "/usr/bin/curl -sfk --max-time 2 -o /dev/null https://127.0.0.1:6443/readyz"`, "    weight -60", "    init_fail",
 			"    script_user nobody", "        plinth_apiserver"},
 			absent: []string{"nopreempt", "authentication", "version 3"}},
-		{name: "second controller, other port", mutate: func(in *kubesteps.VIPInputs) {
-			in.Priority, in.Address, in.Peers, in.Port = kubesteps.KeepalivedPrioritySecond, "10.0.1.12", []string{"10.0.1.11"}, 16443
+		{name: "second controller, other port", mutate: func(in *kubespec.VIPInputs) {
+			in.Priority, in.Address, in.Peers, in.Port = kubespec.KeepalivedPrioritySecond, "10.0.1.12", []string{"10.0.1.11"}, 16443
 		}, ifc: "br-mgmt", want: []string{"    priority 100", "    unicast_src_ip 10.0.1.12", "        10.0.1.11",
 			"https://127.0.0.1:16443/readyz", "        10.0.1.10/32 dev br-mgmt"}},
 		{name: "no curl: a TCP check with bash", ifc: "eth1", noCurl: true,
 			want: []string{`    script "/bin/bash -c '</dev/tcp/127.0.0.1/6443'"`}, absent: []string{"curl"}},
-		{name: "single controller: no unicast peers", mutate: func(in *kubesteps.VIPInputs) { in.Peers = nil }, ifc: "eth1",
+		{name: "single controller: no unicast peers", mutate: func(in *kubespec.VIPInputs) { in.Peers = nil }, ifc: "eth1",
 			absent: []string{"unicast_peer", "check_unicast_src"}},
-		{name: "IPv6 needs VRRPv3", mutate: func(in *kubesteps.VIPInputs) {
+		{name: "IPv6 needs VRRPv3", mutate: func(in *kubespec.VIPInputs) {
 			in.VIP, in.Address, in.Peers = "fd00::10", "fd00::11", []string{"fd00::12"}
 		}, ifc: "eth1", want: []string{"    version 3", "        fd00::10/128 dev eth1", "        fd00::12"}},
-		{name: "bad vip", mutate: func(in *kubesteps.VIPInputs) { in.VIP = "10.0.1.300" }, ifc: "eth1", err: `vip "10.0.1.300"`},
-		{name: "peer of the other family", mutate: func(in *kubesteps.VIPInputs) { in.Peers = []string{"fd00::12"} }, ifc: "eth1", err: `peer "fd00::12"`},
-		{name: "peer is itself", mutate: func(in *kubesteps.VIPInputs) { in.Peers = []string{"10.0.1.11"} }, ifc: "eth1", err: "another address"},
+		{name: "bad vip", mutate: func(in *kubespec.VIPInputs) { in.VIP = "10.0.1.300" }, ifc: "eth1", err: `vip "10.0.1.300"`},
+		{name: "peer of the other family", mutate: func(in *kubespec.VIPInputs) { in.Peers = []string{"fd00::12"} }, ifc: "eth1", err: `peer "fd00::12"`},
+		{name: "peer is itself", mutate: func(in *kubespec.VIPInputs) { in.Peers = []string{"10.0.1.11"} }, ifc: "eth1", err: "another address"},
 		{name: "interface injects config", ifc: "eth1\n}\nvrrp_instance x {", err: "not a valid interface name"},
-		{name: "router id", mutate: func(in *kubesteps.VIPInputs) { in.RouterID = 256 }, ifc: "eth1", err: "routerID 256 is out of range 1..255"},
-		{name: "priority", mutate: func(in *kubesteps.VIPInputs) { in.Priority = 255 }, ifc: "eth1", err: "priority 255 is out of range"},
+		{name: "router id", mutate: func(in *kubespec.VIPInputs) { in.RouterID = 256 }, ifc: "eth1", err: "routerID 256 is out of range 1..255"},
+		{name: "priority", mutate: func(in *kubespec.VIPInputs) { in.Priority = 255 }, ifc: "eth1", err: "priority 255 is out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := base
@@ -131,7 +131,7 @@ func TestVIPDriverKeepalivedIsIdempotentAndReplacesKubeVIP(t *testing.T) {
 	svc := &fakeServices{}
 	d := NewVIPDriver(t.TempDir(), append(h.opts, WithServices(svc))...)
 	ctx := context.Background()
-	raw := vipInputs(t, "10.213.7", "ctl-0", kubesteps.VIPKeepalived)
+	raw := vipInputs(t, "10.213.7", "ctl-0", kubespec.VIPKeepalived)
 
 	// A kube-vip pod left from the other provider goes; keepalived takes over.
 	h.write(vipManifest, "kube-vip")
@@ -176,7 +176,7 @@ func TestVIPDriverKeepalivedIsIdempotentAndReplacesKubeVIP(t *testing.T) {
 
 	// Switching to kube-vip removes Plinth's keepalived config and restarts the unit,
 	// which Debian's ConditionFileNotEmpty then keeps stopped.
-	kv := vipInputs(t, "10.213.7", "ctl-0", kubesteps.VIPKubeVIP)
+	kv := vipInputs(t, "10.213.7", "ctl-0", kubespec.VIPKubeVIP)
 	restarts := svc.restarts
 	res = driver.Run(ctx, d, kv)
 	if !res.OK() || len(res.Changes) != 2 || !strings.Contains(res.Changes[0], "stop keepalived.service") || svc.restarts != restarts+1 {
@@ -193,7 +193,7 @@ func TestVIPDriverKeepalivedIsIdempotentAndReplacesKubeVIP(t *testing.T) {
 func TestVIPDriverRefusesUnknownProviders(t *testing.T) {
 	h := newFakeHost(t)
 	d := NewVIPDriver(t.TempDir(), h.opts...)
-	raw, _ := json.Marshal(kubesteps.VIPInputs{Provider: "ucarp", VIP: "10.0.1.10", Port: 6443})
+	raw, _ := json.Marshal(kubespec.VIPInputs{Provider: "ucarp", VIP: "10.0.1.10", Port: 6443})
 	if _, err := d.Diff(context.Background(), raw); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "valid providers are keepalived, kube-vip") {
 		t.Fatalf("unknown provider: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // Attempt markers: Plinth writes one before it runs kubeadm init or join and removes
@@ -96,7 +96,7 @@ func (o *options) readKubeconfig(path string) ([]byte, error) {
 
 // configChanges keeps Plinth's kubeadm file (0600: it holds the token and key) and
 // the node's kubelet patch current.
-func (o *options) configChanges(what, file string, cfg []byte, n kubesteps.Node) []driver.Change {
+func (o *options) configChanges(what, file string, cfg []byte, n kubespec.Node) []driver.Change {
 	var cs []driver.Change
 	path := o.paths.Join(file)
 	if !sameFile(path, cfg) {

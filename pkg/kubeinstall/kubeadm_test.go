@@ -13,7 +13,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
@@ -42,17 +42,17 @@ func k8sBin(t *testing.T, name string) string {
 type nodeConfigs struct {
 	init  InitDocs
 	joins map[string]JoinConfiguration
-	in    kubesteps.InitInputs
-	jin   map[string]kubesteps.JoinInputs
+	in    kubespec.InitInputs
+	jin   map[string]kubespec.JoinInputs
 }
 
 func renderConfigs(t *testing.T, steps map[string]plan.Step, sec *secrets, p Paths) nodeConfigs {
 	t.Helper()
-	nc := nodeConfigs{joins: map[string]JoinConfiguration{}, jin: map[string]kubesteps.JoinInputs{}}
+	nc := nodeConfigs{joins: map[string]JoinConfiguration{}, jin: map[string]kubespec.JoinInputs{}}
 	for id, st := range steps {
 		raw := func() json.RawMessage { return sec.resolve(t, st) }
 		switch st.Kind {
-		case kubesteps.KindInit:
+		case kubespec.KindInit:
 			if err := json.Unmarshal(raw(), &nc.in); err != nil {
 				t.Fatal(err)
 			}
@@ -61,8 +61,8 @@ func renderConfigs(t *testing.T, steps map[string]plan.Step, sec *secrets, p Pat
 				t.Fatalf("%s: %v", id, err)
 			}
 			nc.init = d
-		case kubesteps.KindJoin, kubesteps.KindJoinControlPlane:
-			var in kubesteps.JoinInputs
+		case kubespec.KindJoin, kubespec.KindJoinControlPlane:
+			var in kubespec.JoinInputs
 			if err := json.Unmarshal(raw(), &in); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestKubeadmValidatesEveryRenderedConfig(t *testing.T) {
 	kubeadm := k8sBin(t, "kubeadm")
 	steps := renderSite(t, siteOpts{net: "10.213.7", witness: true})
 	sec := newSecrets()
-	sec.setOutputs("ctl-0/kube.init", map[string]string{kubesteps.OutputCACertHash: "sha256:" + strings.Repeat("ab", 32)})
+	sec.setOutputs("ctl-0/kube.init", map[string]string{kubespec.OutputCACertHash: "sha256:" + strings.Repeat("ab", 32)})
 	nc := renderConfigs(t, steps, sec, Paths{})
 	if len(nc.joins) != 4 {
 		t.Fatalf("want joins for ctl-1 and 3 workers, got %d", len(nc.joins))
@@ -137,7 +137,7 @@ func TestKubeadmInitDryRun(t *testing.T) {
 	}
 	steps := renderSite(t, siteOpts{net: "10.213.7", witness: true})
 	sec := newSecrets()
-	sec.setOutputs("ctl-0/kube.init", map[string]string{kubesteps.OutputCACertHash: "sha256:" + strings.Repeat("ab", 32)})
+	sec.setOutputs("ctl-0/kube.init", map[string]string{kubespec.OutputCACertHash: "sha256:" + strings.Repeat("ab", 32)})
 	root := t.TempDir()
 	nc := renderConfigs(t, steps, sec, Paths{Root: root})
 	// This machine has no CRI or kubelet: skip every preflight check (kubeadm
@@ -162,8 +162,8 @@ func TestKubeadmInitDryRun(t *testing.T) {
 
 // A host profile changes only what its machine forces, and real hosts get none of it.
 func TestInitDocsForHostProfile(t *testing.T) {
-	in := kubesteps.InitInputs{Cluster: kubesteps.Cluster{Endpoint: "10.0.0.10:6443", CgroupDriver: "cgroupfs", ProxyMode: "nftables"},
-		Node: kubesteps.Node{Name: "c0", IP: "10.0.0.11"}, TokenTTL: "1h"}
+	in := kubespec.InitInputs{Cluster: kubespec.Cluster{Endpoint: "10.0.0.10:6443", CgroupDriver: "cgroupfs", ProxyMode: "nftables"},
+		Node: kubespec.Node{Name: "c0", IP: "10.0.0.11"}, TokenTTL: "1h"}
 	d, err := InitConfig(in, Paths{})
 	if err != nil {
 		t.Fatal(err)

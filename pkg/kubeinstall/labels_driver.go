@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // Annotations recording what Plinth owns on a Node, so that a label or taint removed
@@ -35,11 +35,11 @@ func NewLabelsDriver(stateDir string, opts ...Option) *LabelsDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *LabelsDriver) Kind() string { return kubesteps.KindLabels }
+func (d *LabelsDriver) Kind() string { return kubespec.KindLabels }
 
 // Diff implements driver.Driver.
 func (d *LabelsDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.LabelsInputs
+	var in kubespec.LabelsInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (d *LabelsDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 }
 
 // nodeChanges compares a Node with the inputs; each change patches the Node.
-func nodeChanges(c kubernetes.Interface, node *corev1.Node, in kubesteps.LabelsInputs) []driver.Change {
+func nodeChanges(c kubernetes.Interface, node *corev1.Node, in kubespec.LabelsInputs) []driver.Change {
 	var cs []driver.Change
 	// Taints first: the ownership annotation changes last, so a crash in between
 	// still knows which taints are Plinth's to remove.
@@ -109,9 +109,9 @@ func nodeChanges(c kubernetes.Interface, node *corev1.Node, in kubesteps.LabelsI
 
 // wantTaints is the Node's taint list with Plinth's applied: desired ones set, owned
 // ones no longer desired removed, everyone else's kept.
-func wantTaints(cur []corev1.Taint, desired []kubesteps.Taint, owned []string) ([]corev1.Taint, []string) {
+func wantTaints(cur []corev1.Taint, desired []kubespec.Taint, owned []string) ([]corev1.Taint, []string) {
 	id := func(key, effect string) string { return key + ":" + effect }
-	want := map[string]kubesteps.Taint{}
+	want := map[string]kubespec.Taint{}
 	for _, t := range desired {
 		want[id(t.Key, t.Effect)] = t
 	}
@@ -143,7 +143,7 @@ func wantTaints(cur []corev1.Taint, desired []kubesteps.Taint, owned []string) (
 }
 
 // setTaints recomputes against the live Node on every conflict.
-func setTaints(ctx context.Context, c kubernetes.Interface, name string, desired []kubesteps.Taint, owned []string) error {
+func setTaints(ctx context.Context, c kubernetes.Interface, name string, desired []kubespec.Taint, owned []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -155,7 +155,7 @@ func setTaints(ctx context.Context, c kubernetes.Interface, name string, desired
 	})
 }
 
-func taintList(ts []kubesteps.Taint) string {
+func taintList(ts []kubespec.Taint) string {
 	ids := make([]string, len(ts))
 	for i, t := range ts {
 		ids[i] = t.Key + ":" + t.Effect

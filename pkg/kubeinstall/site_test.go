@@ -14,7 +14,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 )
@@ -228,7 +228,7 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 func TestRefsMatchTheCoordinator(t *testing.T) {
-	if kubesteps.OutputRef("h/kube.init", "k") != server.SecretRef+server.OutputSecret("h/kube.init", "k") {
-		t.Fatal("kubesteps.OutputRef disagrees with server.SecretRef/OutputSecret")
+	if kubespec.OutputRef("h/kube.init", "k") != server.SecretRef+server.OutputSecret("h/kube.init", "k") {
+		t.Fatal("kubespec.OutputRef disagrees with server.SecretRef/OutputSecret")
 	}
 }

@@ -10,14 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // VIPManifest renders the kube-vip static pod that holds the control-plane VIP on
 // the controllers (ARP, leader election through the API). On the first control
 // plane it reads super-admin.conf: until kubeadm init has bound admin.conf's group,
 // admin.conf has no rights, and the VIP must be up for init to reach the API.
-func VIPManifest(in kubesteps.VIPInputs) ([]byte, error) {
+func VIPManifest(in kubespec.VIPInputs) ([]byte, error) {
 	kubeconfig := adminConf
 	if in.FirstControlPlane {
 		kubeconfig = superAdminConf
@@ -70,27 +70,27 @@ func NewVIPDriver(stateDir string, opts ...Option) *VIPDriver {
 }
 
 // Kind implements driver.Driver.
-func (d *VIPDriver) Kind() string { return kubesteps.KindVIP }
+func (d *VIPDriver) Kind() string { return kubespec.KindVIP }
 
 // Diff implements driver.Driver.
 func (d *VIPDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
-	var in kubesteps.VIPInputs
+	var in kubespec.VIPInputs
 	if err := decode(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	switch in.Provider {
-	case kubesteps.VIPKeepalived:
+	case kubespec.VIPKeepalived:
 		return d.keepalived(ctx, in)
-	case "", kubesteps.VIPKubeVIP:
+	case "", kubespec.VIPKubeVIP:
 		return d.kubeVIP(in)
 	}
 	return nil, driver.Permanent(fmt.Errorf("kube.vip: provider %q is not valid; valid providers are %s, %s",
-		in.Provider, kubesteps.VIPKeepalived, kubesteps.VIPKubeVIP))
+		in.Provider, kubespec.VIPKeepalived, kubespec.VIPKubeVIP))
 }
 
 // kubeVIP keeps the kube-vip static pod manifest in place (and Plinth's keepalived
 // gone, after a change of provider).
-func (d *VIPDriver) kubeVIP(in kubesteps.VIPInputs) ([]driver.Change, error) {
+func (d *VIPDriver) kubeVIP(in kubespec.VIPInputs) ([]driver.Change, error) {
 	if in.VIP == "" || in.Image == "" || in.Port == 0 {
 		return nil, driver.Permanent(fmt.Errorf("kube.vip: inputs need vip, port and image"))
 	}

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 // renderCeph renders the Ceph steps, all on the site's ceph host: ceph.health first,
@@ -22,32 +22,32 @@ func renderCeph(in renderInput) ([]Step, error) {
 	if host == "" {
 		return nil, fmt.Errorf("plan: ceph: no host to run the ceph steps on (set ceph.host or a controller)")
 	}
-	conn := ceph.Conn{Monitors: c.Monitors, ConfigFile: c.ConfigFile, Keyring: c.Keyring, User: c.User}
+	conn := cephspec.Conn{Monitors: c.Monitors, ConfigFile: c.ConfigFile, Keyring: c.Keyring, User: c.User}
 	fail := func(kind, name string, err error) error {
 		return fmt.Errorf("plan: host %s: render %s %s: %w", host, kind, name, err)
 	}
-	health, err := NewStep(host, ceph.KindHealth, "", ceph.HealthInputs{Cluster: conn})
+	health, err := NewStep(host, cephspec.KindHealth, "", cephspec.HealthInputs{Cluster: conn})
 	if err != nil {
-		return nil, fail(ceph.KindHealth, "", err)
+		return nil, fail(cephspec.KindHealth, "", err)
 	}
 	steps := []Step{health}
 	poolStep := map[string]string{}
 	for _, p := range api.CephPools(spec, in.hosts) {
 		pi, err := CephPoolInputs(p, conn)
 		if err != nil {
-			return nil, fail(ceph.KindPool, p.Name, err)
+			return nil, fail(cephspec.KindPool, p.Name, err)
 		}
-		s, err := NewStep(host, ceph.KindPool, p.Name, pi, health.ID)
+		s, err := NewStep(host, cephspec.KindPool, p.Name, pi, health.ID)
 		if err != nil {
-			return nil, fail(ceph.KindPool, p.Name, err)
+			return nil, fail(cephspec.KindPool, p.Name, err)
 		}
 		steps = append(steps, s)
 		poolStep[p.Name] = s.ID
 	}
 	for _, u := range api.CephUsers(spec) {
-		ui := ceph.UserInputs{Cluster: conn, Name: u.Name, Caps: u.Caps, Delete: u.Delete}
+		ui := cephspec.UserInputs{Cluster: conn, Name: u.Name, Caps: u.Caps, Delete: u.Delete}
 		if len(ui.Caps) == 0 {
-			ui.Caps = ceph.RBDCaps(u.Pools, u.ReadOnlyPools)
+			ui.Caps = cephspec.RBDCaps(u.Pools, u.ReadOnlyPools)
 		}
 		// A user waits for the pools it names; one with raw caps for every pool.
 		var deps []string
@@ -67,9 +67,9 @@ func renderCeph(in renderInput) ([]Step, error) {
 			deps = []string{health.ID}
 		}
 		sort.Strings(deps)
-		s, err := NewStep(host, ceph.KindUser, u.Name, ui, deps...)
+		s, err := NewStep(host, cephspec.KindUser, u.Name, ui, deps...)
 		if err != nil {
-			return nil, fail(ceph.KindUser, u.Name, err)
+			return nil, fail(cephspec.KindUser, u.Name, err)
 		}
 		steps = append(steps, s)
 	}
@@ -77,8 +77,8 @@ func renderCeph(in renderInput) ([]Step, error) {
 }
 
 // CephPoolInputs renders one effective pool (see api.CephPools) for its step.
-func CephPoolInputs(p api.CephPool, conn ceph.Conn) (ceph.PoolInputs, error) {
-	in := ceph.PoolInputs{
+func CephPoolInputs(p api.CephPool, conn cephspec.Conn) (cephspec.PoolInputs, error) {
+	in := cephspec.PoolInputs{
 		Cluster: conn, Name: p.Name, Size: p.Size, MinSize: p.MinSize, PGNum: p.PGNum,
 		Application: p.Application, QuotaMaxObjects: p.Quota.MaxObjects,
 		CrushRule: p.CrushRule, Delete: p.Delete,

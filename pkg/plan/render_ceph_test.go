@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 func cephSite(c *api.CephSpec) (*api.Site, []api.Host) {
@@ -48,7 +48,7 @@ func TestRenderCephOpenStackDefaults(t *testing.T) {
 	if !slices.Equal(ids, want) {
 		t.Fatalf("steps\n  %v\nwant\n  %v", ids, want)
 	}
-	var vol ceph.PoolInputs
+	var vol cephspec.PoolInputs
 	if err := json.Unmarshal(byID["ctl-0/ceph.pool/volumes"].Inputs, &vol); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRenderCephOpenStackDefaults(t *testing.T) {
 	if !slices.Equal(cinder.Deps, []string{"ctl-0/ceph.pool/backups", "ctl-0/ceph.pool/images", "ctl-0/ceph.pool/vms", "ctl-0/ceph.pool/volumes"}) {
 		t.Errorf("cinder deps %v", cinder.Deps)
 	}
-	var u ceph.UserInputs
+	var u cephspec.UserInputs
 	if err := json.Unmarshal(cinder.Inputs, &u); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // kube.cni carries calico's manifest file, or for flannel the pod network and the
@@ -15,19 +15,19 @@ func TestRenderKubernetesCNI(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		k    api.KubernetesSpec
-		want kubesteps.CNIInputs
+		want kubespec.CNIInputs
 	}{
 		{"calico by default", api.KubernetesSpec{},
-			kubesteps.CNIInputs{Plugin: api.CNICalico, Manifest: api.DefaultCNIManifest, Kubeconfig: admin}},
+			kubespec.CNIInputs{Plugin: api.CNICalico, Manifest: api.DefaultCNIManifest, Kubeconfig: admin}},
 		{"calico from the site's file", api.KubernetesSpec{CNI: api.CNISpec{Plugin: api.CNICalico, Manifest: "/srv/calico.yaml"}},
-			kubesteps.CNIInputs{Plugin: api.CNICalico, Manifest: "/srv/calico.yaml", Kubeconfig: admin}},
+			kubespec.CNIInputs{Plugin: api.CNICalico, Manifest: "/srv/calico.yaml", Kubeconfig: admin}},
 		{"flannel on the default pod network", api.KubernetesSpec{ImageRepository: "registry.local", CNI: api.CNISpec{Plugin: api.CNIFlannel}},
-			kubesteps.CNIInputs{Plugin: api.CNIFlannel, Kubeconfig: admin,
-				Flannel: &kubesteps.FlannelInputs{Network: api.DefaultPodSubnet, Image: "registry.local/flannel:v0.28.10"}}},
+			kubespec.CNIInputs{Plugin: api.CNIFlannel, Kubeconfig: admin,
+				Flannel: &kubespec.FlannelInputs{Network: api.DefaultPodSubnet, Image: "registry.local/flannel:v0.28.10"}}},
 		{"flannel on the site's pod network and registry", api.KubernetesSpec{PodSubnet: "172.20.0.0/16", ImageRepository: "registry.example:5000/k8s",
 			CNI: api.CNISpec{Plugin: api.CNIFlannel}},
-			kubesteps.CNIInputs{Plugin: api.CNIFlannel, Kubeconfig: admin,
-				Flannel: &kubesteps.FlannelInputs{Network: "172.20.0.0/16", Image: "registry.example:5000/k8s/flannel:v0.28.10"}}},
+			kubespec.CNIInputs{Plugin: api.CNIFlannel, Kubeconfig: admin,
+				Flannel: &kubespec.FlannelInputs{Network: "172.20.0.0/16", Image: "registry.example:5000/k8s/flannel:v0.28.10"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := tc.k
@@ -35,7 +35,7 @@ func TestRenderKubernetesCNI(t *testing.T) {
 			if !ok {
 				t.Fatal("no ctl-0/kube.cni")
 			}
-			if got := inputsOf[kubesteps.CNIInputs](t, st); !reflect.DeepEqual(got, tc.want) {
+			if got := inputsOf[kubespec.CNIInputs](t, st); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("inputs\n got %+v (flannel %+v)\nwant %+v (flannel %+v)", got, got.Flannel, tc.want, tc.want.Flannel)
 			}
 		})

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	cspec "github.com/plinth-dev/plinth/pkg/containerd/spec"
-	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 // renderContainerd renders <host>/containerd.config and then <host>/images.import
@@ -26,14 +26,14 @@ func renderContainerd(in renderInput) ([]Step, error) {
 	var steps []Step
 	for _, h := range in.hosts {
 		name := h.Metadata.Name
-		net := StepID(name, host.KindNetwork, "")
-		cs, err := NewStep(name, cspec.KindConfig, "", cfg, net)
+		net := StepID(name, hostspec.KindNetwork, "")
+		cs, err := NewStep(name, containerdspec.KindConfig, "", cfg, net)
 		if err != nil {
-			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, cspec.KindConfig, err)
+			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, containerdspec.KindConfig, err)
 		}
-		is, err := NewStep(name, cspec.KindImport, "", imp, cs.ID, net)
+		is, err := NewStep(name, containerdspec.KindImport, "", imp, cs.ID, net)
 		if err != nil {
-			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, cspec.KindImport, err)
+			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, containerdspec.KindImport, err)
 		}
 		steps = append(steps, cs, is)
 	}
@@ -42,11 +42,11 @@ func renderContainerd(in renderInput) ([]Step, error) {
 
 // ContainerdConfigInputs renders a containerd.config step from effective settings
 // (api.KubernetesSpec.EffectiveContainerd); mirrors come out sorted by registry.
-func ContainerdConfigInputs(c api.ContainerdSpec) cspec.ConfigInputs {
-	in := cspec.ConfigInputs{SandboxImage: c.SandboxImage, CgroupDriver: c.CgroupDriver, Snapshotter: c.Snapshotter}
+func ContainerdConfigInputs(c api.ContainerdSpec) containerdspec.ConfigInputs {
+	in := containerdspec.ConfigInputs{SandboxImage: c.SandboxImage, CgroupDriver: c.CgroupDriver, Snapshotter: c.Snapshotter}
 	for _, reg := range slices.Sorted(maps.Keys(c.Mirrors)) {
 		m := c.Mirrors[reg]
-		in.Mirrors = append(in.Mirrors, cspec.Mirror{
+		in.Mirrors = append(in.Mirrors, containerdspec.Mirror{
 			Registry: reg, Endpoints: slices.Clone(m.Endpoints), SkipVerify: m.SkipVerify,
 		})
 	}
@@ -54,10 +54,10 @@ func ContainerdConfigInputs(c api.ContainerdSpec) cspec.ConfigInputs {
 }
 
 // ImageImportInputs renders an images.import step; archives keep their order.
-func ImageImportInputs(c api.ContainerdSpec) cspec.ImportInputs {
-	in := cspec.ImportInputs{Snapshotter: c.Snapshotter}
+func ImageImportInputs(c api.ContainerdSpec) containerdspec.ImportInputs {
+	in := containerdspec.ImportInputs{Snapshotter: c.Snapshotter}
 	for _, a := range c.ImageArchives {
-		in.Archives = append(in.Archives, cspec.Archive{Path: a.Path, Digest: a.Digest})
+		in.Archives = append(in.Archives, containerdspec.Archive{Path: a.Path, Digest: a.Digest})
 	}
 	return in
 }

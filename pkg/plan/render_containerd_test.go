@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	cspec "github.com/plinth-dev/plinth/pkg/containerd/spec"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 )
 
 func containerdSite(k *api.KubernetesSpec) *api.Site {
@@ -37,7 +37,7 @@ func TestRenderContainerdNeedsKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
-		if s.Kind == cspec.KindConfig || s.Kind == cspec.KindImport {
+		if s.Kind == containerdspec.KindConfig || s.Kind == containerdspec.KindImport {
 			t.Fatalf("site without kubernetes rendered %s", s.ID)
 		}
 	}
@@ -63,11 +63,11 @@ func TestRenderContainerdEveryHostInOrder(t *testing.T) {
 		}
 	}
 	// Defaults: the pause image kubeadm expects, systemd cgroups, overlayfs.
-	var in cspec.ConfigInputs
+	var in containerdspec.ConfigInputs
 	if err := json.Unmarshal(byID["c1/containerd.config"].Inputs, &in); err != nil {
 		t.Fatal(err)
 	}
-	want := cspec.ConfigInputs{SandboxImage: "registry.k8s.io/pause:3.10.2", CgroupDriver: "systemd", Snapshotter: "overlayfs"}
+	want := containerdspec.ConfigInputs{SandboxImage: "registry.k8s.io/pause:3.10.2", CgroupDriver: "systemd", Snapshotter: "overlayfs"}
 	if in.SandboxImage != want.SandboxImage || in.CgroupDriver != want.CgroupDriver || in.Snapshotter != want.Snapshotter || in.Mirrors != nil {
 		t.Fatalf("default inputs = %+v, want %+v", in, want)
 	}
@@ -87,7 +87,7 @@ func TestRenderContainerdInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	byID := stepsByID(steps)
-	var cfg cspec.ConfigInputs
+	var cfg containerdspec.ConfigInputs
 	if err := json.Unmarshal(byID["c1/containerd.config"].Inputs, &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestRenderContainerdInputs(t *testing.T) {
 		!slices.Equal(cfg.Mirrors[1].Endpoints, []string{"https://m1.local", "http://m2.local:5000"}) {
 		t.Errorf("mirrors not sorted by registry with endpoints in order: %+v", cfg.Mirrors)
 	}
-	var imp cspec.ImportInputs
+	var imp containerdspec.ImportInputs
 	if err := json.Unmarshal(byID["c1/images.import"].Inputs, &imp); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/host"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // renderKubernetes renders the Kubernetes bootstrap when the site declares it:
@@ -114,9 +115,9 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	cluster := r.cluster()
 	note := r.etcdNote()
 	gen := strconv.Itoa(k.CredentialsGeneration)
-	token := kubesteps.Ref("generated/bootstrap-token/" + site.Metadata.Name + "-kube-" + gen)
-	certKey := kubesteps.Ref("generated/hex32/" + site.Metadata.Name + "-kube-certificate-key-" + gen)
-	initID := StepID(first, kubesteps.KindInit, "")
+	token := kubespec.Ref("generated/bootstrap-token/" + site.Metadata.Name + "-kube-" + gen)
+	certKey := kubespec.Ref("generated/hex32/" + site.Metadata.Name + "-kube-certificate-key-" + gen)
+	initID := StepID(first, kubespec.KindInit, "")
 
 	r.renderBinaries()
 	// Control-plane prerequisites: the VIP's static pod and the etcd members.
@@ -126,12 +127,12 @@ func (r *kubeRenderer) render() ([]Step, error) {
 			continue
 		}
 		n := h.Metadata.Name
-		prereq[n] = append(prereq[n], r.add(n, kubesteps.KindVIP, "", r.vip(h, h == t.first), r.network(n)))
+		prereq[n] = append(prereq[n], r.add(n, kubespec.KindVIP, "", r.vip(h, h == t.first), r.network(n)))
 	}
 	var etcdIDs []string
 	for _, h := range t.etcd {
 		n := h.Metadata.Name
-		id := r.add(n, kubesteps.KindEtcd, "", r.etcdInputs(h, note), kubeDedup([]string{r.network(n), r.binaries[n]})...)
+		id := r.add(n, kubespec.KindEtcd, "", r.etcdInputs(h, note), kubeDedup([]string{r.network(n), r.binaries[n]})...)
 		etcdIDs = append(etcdIDs, id)
 		prereq[n] = append(prereq[n], id)
 	}
@@ -143,44 +144,44 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	for _, w := range t.workers {
 		workers = append(workers, w.Metadata.Name)
 	}
-	initIn := kubesteps.InitInputs{
+	initIn := kubespec.InitInputs{
 		Cluster: cluster, Node: r.node(*t.first, true), Token: token,
 		TokenTTL:       (time.Duration(k.BootstrapTokenTTLHours) * time.Hour).String(),
 		CertificateKey: certKey, ControlPlanes: cps, Workers: workers, Note: note,
 	}
 	deps := append(append(r.runtime(first), prereq[first]...), etcdIDs...)
-	r.add(first, kubesteps.KindInit, "", initIn, kubeDedup(deps)...)
+	r.add(first, kubespec.KindInit, "", initIn, kubeDedup(deps)...)
 	joinIDs := map[string]string{first: initID}
 
-	caHash := kubesteps.OutputRef(initID, kubesteps.OutputCACertHash)
+	caHash := kubespec.OutputRef(initID, kubespec.OutputCACertHash)
 	if h := t.second; h != nil {
 		n := h.Metadata.Name
-		in := kubesteps.JoinInputs{Cluster: cluster, Node: r.node(*h, true), Token: token, CACertHash: caHash,
+		in := kubespec.JoinInputs{Cluster: cluster, Node: r.node(*h, true), Token: token, CACertHash: caHash,
 			ControlPlane: true, CertificateKey: certKey}
-		joinIDs[n] = r.add(n, kubesteps.KindJoinControlPlane, "", in, append(append(r.runtime(n), prereq[n]...), initID)...)
+		joinIDs[n] = r.add(n, kubespec.KindJoinControlPlane, "", in, append(append(r.runtime(n), prereq[n]...), initID)...)
 	}
 	for _, h := range t.workers {
 		n := h.Metadata.Name
-		in := kubesteps.JoinInputs{Cluster: cluster, Node: r.node(h, false), Token: token, CACertHash: caHash}
-		joinIDs[n] = r.add(n, kubesteps.KindJoin, "", in, append(r.runtime(n), initID)...)
+		in := kubespec.JoinInputs{Cluster: cluster, Node: r.node(h, false), Token: token, CACertHash: caHash}
+		joinIDs[n] = r.add(n, kubespec.KindJoin, "", in, append(r.runtime(n), initID)...)
 	}
 
-	admin := kubesteps.OutputRef(initID, kubesteps.OutputAdminConf)
+	admin := kubespec.OutputRef(initID, kubespec.OutputAdminConf)
 	// kube.health waits for everything that makes the cluster: init, the joins, the
 	// pod network (no node is Ready without it) and the labels.
 	var healthDeps, names []string
 	if k.CNI.Plugin != api.CNINone {
-		healthDeps = append(healthDeps, r.add(first, kubesteps.KindCNI, "", cniInputs(k, admin), initID))
+		healthDeps = append(healthDeps, r.add(first, kubespec.KindCNI, "", cniInputs(k, admin), initID))
 	}
 	for _, h := range r.nodes() {
 		n := h.Metadata.Name
 		ctl := h.Metadata.Name == first || (t.second != nil && n == t.second.Metadata.Name)
-		in := kubesteps.LabelsInputs{Node: n, Labels: r.labels(h, ctl), Taints: r.node(h, ctl).Taints, Kubeconfig: admin}
-		healthDeps = append(healthDeps, joinIDs[n], r.add(first, kubesteps.KindLabels, n, in, joinIDs[n]))
+		in := kubespec.LabelsInputs{Node: n, Labels: r.labels(h, ctl), Taints: r.node(h, ctl).Taints, Kubeconfig: admin}
+		healthDeps = append(healthDeps, joinIDs[n], r.add(first, kubespec.KindLabels, n, in, joinIDs[n]))
 		names = append(names, n)
 	}
-	health := kubesteps.HealthInputs{Endpoint: "https://" + cluster.Endpoint, VIP: cluster.VIP, Nodes: names, Kubeconfig: admin}
-	r.add(first, kubesteps.KindHealth, "", health, kubeDedup(healthDeps)...)
+	health := kubespec.HealthInputs{Endpoint: "https://" + cluster.Endpoint, VIP: cluster.VIP, Nodes: names, Kubeconfig: admin}
+	r.add(first, kubespec.KindHealth, "", health, kubeDedup(healthDeps)...)
 	return r.steps, r.err
 }
 
@@ -193,7 +194,7 @@ func (r *kubeRenderer) nodes() []api.Host {
 	return append(out, r.t.workers...)
 }
 
-func (r *kubeRenderer) network(h string) string { return StepID(h, host.KindNetwork, "") }
+func (r *kubeRenderer) network(h string) string { return StepID(h, hostspec.KindNetwork, "") }
 
 // renderBinaries plans <host>/kube.binaries on every node and etcd member when the
 // site names a bundle: what each host installs follows from what it runs.
@@ -203,11 +204,11 @@ func (r *kubeRenderer) renderBinaries() {
 		return
 	}
 	r.binaries = map[string]string{}
-	need := map[string]*kubesteps.BinariesInputs{}
+	need := map[string]*kubespec.BinariesInputs{}
 	var order []string
-	get := func(h string) *kubesteps.BinariesInputs {
+	get := func(h string) *kubespec.BinariesInputs {
 		if need[h] == nil {
-			need[h] = &kubesteps.BinariesInputs{Bundle: b.Version, SHA256: b.SHA256}
+			need[h] = &kubespec.BinariesInputs{Bundle: b.Version, SHA256: b.SHA256}
 			order = append(order, h)
 		}
 		return need[h]
@@ -224,7 +225,7 @@ func (r *kubeRenderer) renderBinaries() {
 	for _, h := range order {
 		in := need[h]
 		slices.Sort(in.Binaries)
-		r.binaries[h] = r.add(h, kubesteps.KindBinaries, "", *in, r.network(h))
+		r.binaries[h] = r.add(h, kubespec.KindBinaries, "", *in, r.network(h))
 	}
 }
 
@@ -235,7 +236,7 @@ func (r *kubeRenderer) runtime(h string) []string {
 	if id := r.binaries[h]; id != "" {
 		deps = append(deps, id)
 	}
-	for _, kind := range []string{"containerd.config", "images.import"} {
+	for _, kind := range []string{containerdspec.KindConfig, containerdspec.KindImport} {
 		if id := StepID(h, kind, ""); r.t.withCtrd[id] {
 			deps = append(deps, id)
 		}
@@ -243,7 +244,7 @@ func (r *kubeRenderer) runtime(h string) []string {
 	return deps
 }
 
-func (r *kubeRenderer) cluster() kubesteps.Cluster {
+func (r *kubeRenderer) cluster() kubespec.Cluster {
 	k := r.k
 	endpointIP := r.nodeIP(*r.t.first)
 	if k.ControlPlaneVIP != "" {
@@ -262,7 +263,7 @@ func (r *kubeRenderer) cluster() kubesteps.Cluster {
 	for _, h := range r.t.etcd {
 		eps = append(eps, "https://"+kubeHostPort(r.nodeIP(h), k.Etcd.ClientPort))
 	}
-	return kubesteps.Cluster{
+	return kubespec.Cluster{
 		Name: r.in.site.Metadata.Name, Version: k.Version, Endpoint: kubeHostPort(endpointIP, k.APIServerPort),
 		PodSubnet: k.PodSubnet, ServiceSubnet: k.ServiceSubnet, DNSDomain: k.DNSDomain,
 		ImageRepository: k.ImageRepository, CertSANs: kubeDedup(append(sans, k.CertSANs...)),
@@ -272,15 +273,15 @@ func (r *kubeRenderer) cluster() kubesteps.Cluster {
 }
 
 // node is one node's registration: address, taints, reserved CPUs.
-func (r *kubeRenderer) node(h api.Host, controlPlane bool) kubesteps.Node {
-	n := kubesteps.Node{Name: h.Metadata.Name, IP: r.nodeIP(h), Taints: []kubesteps.Taint{}}
+func (r *kubeRenderer) node(h api.Host, controlPlane bool) kubespec.Node {
+	n := kubespec.Node{Name: h.Metadata.Name, IP: r.nodeIP(h), Taints: []kubespec.Taint{}}
 	if controlPlane && !r.k.SchedulableControllers {
-		n.Taints = append(n.Taints, kubesteps.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"})
+		n.Taints = append(n.Taints, kubespec.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"})
 	}
 	settings := r.k.Node(h.Metadata.Name)
 	for _, s := range settings.Taints {
 		if t, err := api.ParseTaint(s); err == nil {
-			n.Taints = append(n.Taints, kubesteps.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			n.Taints = append(n.Taints, kubespec.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}
 	}
 	n.ReservedCPUs = settings.ReservedCPUs
@@ -318,11 +319,11 @@ func (r *kubeRenderer) labels(h api.Host, controlPlane bool) map[string]string {
 	return l
 }
 
-func (r *kubeRenderer) etcdInputs(h api.Host, note string) kubesteps.EtcdInputs {
-	var members []kubesteps.EtcdMember
-	var self kubesteps.EtcdMember
+func (r *kubeRenderer) etcdInputs(h api.Host, note string) kubespec.EtcdInputs {
+	var members []kubespec.EtcdMember
+	var self kubespec.EtcdMember
 	for _, m := range r.t.etcd {
-		em := kubesteps.EtcdMember{Name: m.Metadata.Name, IP: r.nodeIP(m),
+		em := kubespec.EtcdMember{Name: m.Metadata.Name, IP: r.nodeIP(m),
 			ClientPort: r.k.Etcd.ClientPort, PeerPort: r.k.Etcd.PeerPort}
 		members = append(members, em)
 		if em.Name == h.Metadata.Name {
@@ -330,9 +331,9 @@ func (r *kubeRenderer) etcdInputs(h api.Host, note string) kubesteps.EtcdInputs 
 		}
 	}
 	isWitness := r.t.witness != nil && h.Metadata.Name == r.t.witness.Metadata.Name
-	return kubesteps.EtcdInputs{
+	return kubespec.EtcdInputs{
 		Member: self, Members: members, ClusterToken: r.in.site.Metadata.Name + "-etcd",
-		CA: kubesteps.Ref("generated/etcd-ca/" + r.in.site.Metadata.Name), DataDir: r.k.Etcd.DataDir,
+		CA: kubespec.Ref("generated/etcd-ca/" + r.in.site.Metadata.Name), DataDir: r.k.Etcd.DataDir,
 		Binary: r.k.Etcd.Binary, APIServerClient: !isWitness, Note: note,
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	cspec "github.com/plinth-dev/plinth/pkg/containerd/spec"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // kubeSite is 2 controllers, an optional witness and 2 workers on a cluster-host
@@ -112,7 +112,7 @@ func TestRenderKubernetesTopologyAndOrder(t *testing.T) {
 		t.Error("the witness runs no containers")
 	}
 
-	in := inputsOf[kubesteps.InitInputs](t, steps["ctl-0/kube.init"])
+	in := inputsOf[kubespec.InitInputs](t, steps["ctl-0/kube.init"])
 	if in.Cluster.Endpoint != "10.50.0.10:6443" || in.Node.IP != "10.50.0.11" || len(in.Cluster.EtcdEndpoints) != 3 ||
 		!strings.HasPrefix(in.Token, "plinth-secret:generated/bootstrap-token/") || !strings.HasPrefix(in.CertificateKey, "plinth-secret:generated/hex32/") ||
 		!slices.Equal(in.ControlPlanes, []string{"ctl-1"}) || !slices.Equal(in.Workers, []string{"compute-0", "compute-1"}) ||
@@ -122,18 +122,18 @@ func TestRenderKubernetesTopologyAndOrder(t *testing.T) {
 	if in.Node.Taints == nil || len(in.Node.Taints) != 1 {
 		t.Errorf("controllers carry the control-plane taint: %+v", in.Node.Taints)
 	}
-	vip := inputsOf[kubesteps.VIPInputs](t, steps["ctl-0/kube.vip"])
-	if vip.Interface != "eth1" || vip.Priority != kubesteps.KeepalivedPriorityFirst {
+	vip := inputsOf[kubespec.VIPInputs](t, steps["ctl-0/kube.vip"])
+	if vip.Interface != "eth1" || vip.Priority != kubespec.KeepalivedPriorityFirst {
 		t.Errorf("vip inputs %+v", vip)
 	}
-	w := inputsOf[kubesteps.JoinInputs](t, steps["compute-0/kube.join"])
+	w := inputsOf[kubespec.JoinInputs](t, steps["compute-0/kube.join"])
 	if w.Node.ReservedCPUs != "" {
 		t.Errorf("no dpdkReservedCPUs declared, none reserved: %+v", w.Node)
 	}
 	if w.CACertHash != "plinth-secret:output/ctl-0/kube.init/ca-cert-hash" {
 		t.Errorf("join pins %s", w.CACertHash)
 	}
-	l := inputsOf[kubesteps.LabelsInputs](t, steps["ctl-0/kube.labels/compute-0"])
+	l := inputsOf[kubespec.LabelsInputs](t, steps["ctl-0/kube.labels/compute-0"])
 	if l.Labels["openstack-compute-node"] != "enabled" || l.Labels["openvswitch"] != "enabled" || l.Kubeconfig != "plinth-secret:output/ctl-0/kube.init/admin.conf" {
 		t.Errorf("labels %+v", l)
 	}
@@ -142,7 +142,7 @@ func TestRenderKubernetesTopologyAndOrder(t *testing.T) {
 func TestRenderKubernetesTopologyVariants(t *testing.T) {
 	// No witness: 2 etcd members, and the plan says it is not fault tolerant.
 	steps := kubeSteps(t, false, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10"})
-	e := inputsOf[kubesteps.EtcdInputs](t, steps["ctl-0/kube.etcd"])
+	e := inputsOf[kubespec.EtcdInputs](t, steps["ctl-0/kube.etcd"])
 	if len(e.Members) != 2 || !strings.Contains(e.Note, "NOT fault tolerant") {
 		t.Errorf("etcd without witness: %+v", e)
 	}
@@ -156,20 +156,20 @@ func TestRenderKubernetesTopologyVariants(t *testing.T) {
 	if _, ok := steps["ctl-0/kube.vip"]; ok {
 		t.Error("no VIP, no kube.vip")
 	}
-	if in := inputsOf[kubesteps.InitInputs](t, steps["ctl-0/kube.init"]); in.Cluster.Endpoint != "10.50.0.11:6443" {
+	if in := inputsOf[kubespec.InitInputs](t, steps["ctl-0/kube.init"]); in.Cluster.Endpoint != "10.50.0.11:6443" {
 		t.Errorf("without a VIP the endpoint is the first controller's: %s", in.Cluster.Endpoint)
 	}
-	c0 := inputsOf[kubesteps.JoinInputs](t, steps["compute-0/kube.join"])
-	c1 := inputsOf[kubesteps.JoinInputs](t, steps["compute-1/kube.join"])
+	c0 := inputsOf[kubespec.JoinInputs](t, steps["compute-0/kube.join"])
+	c1 := inputsOf[kubespec.JoinInputs](t, steps["compute-1/kube.join"])
 	if c0.Node.ReservedCPUs != "0-3" || c1.Node.ReservedCPUs != "0-5" || len(c1.Node.Taints) != 1 {
 		t.Errorf("reserved CPUs and taints: %+v %+v", c0.Node, c1.Node)
 	}
-	if l := inputsOf[kubesteps.LabelsInputs](t, steps["ctl-0/kube.labels/compute-1"]); l.Labels["sriov"] != "enabled" {
+	if l := inputsOf[kubespec.LabelsInputs](t, steps["ctl-0/kube.labels/compute-1"]); l.Labels["sriov"] != "enabled" {
 		t.Errorf("sriov label: %v", l.Labels)
 	}
 	// Rotation: a new credentials generation references new secrets.
-	a := inputsOf[kubesteps.InitInputs](t, kubeSteps(t, true, &api.KubernetesSpec{})["ctl-0/kube.init"])
-	b := inputsOf[kubesteps.InitInputs](t, kubeSteps(t, true, &api.KubernetesSpec{CredentialsGeneration: 1})["ctl-0/kube.init"])
+	a := inputsOf[kubespec.InitInputs](t, kubeSteps(t, true, &api.KubernetesSpec{})["ctl-0/kube.init"])
+	b := inputsOf[kubespec.InitInputs](t, kubeSteps(t, true, &api.KubernetesSpec{CredentialsGeneration: 1})["ctl-0/kube.init"])
 	if a.Token == b.Token || a.CertificateKey == b.CertificateKey {
 		t.Error("credentialsGeneration must rotate the token and certificate key")
 	}
@@ -184,10 +184,10 @@ func TestRenderKubernetesSingleController(t *testing.T) {
 	}
 	var etcd int
 	for _, st := range steps {
-		if st.Kind == kubesteps.KindEtcd {
+		if st.Kind == kubespec.KindEtcd {
 			etcd++
 		}
-		if st.Kind == kubesteps.KindJoinControlPlane {
+		if st.Kind == kubespec.KindJoinControlPlane {
 			t.Errorf("one controller, yet %s", st.ID)
 		}
 	}
@@ -201,7 +201,7 @@ func TestRenderKubernetesSingleController(t *testing.T) {
 func TestRenderKubernetesHealth(t *testing.T) {
 	steps := kubeSteps(t, true, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10"})
 	st, ok := steps["ctl-0/kube.health"]
-	if !ok || st.Host != "ctl-0" || st.Kind != kubesteps.KindHealth {
+	if !ok || st.Host != "ctl-0" || st.Kind != kubespec.KindHealth {
 		t.Fatalf("no ctl-0/kube.health: %+v", st)
 	}
 	want := []string{"ctl-0/kube.init", "ctl-1/kube.join-control-plane", "compute-0/kube.join", "compute-1/kube.join",
@@ -213,14 +213,14 @@ func TestRenderKubernetesHealth(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("kube.health deps\n got %v\nwant %v", got, want)
 	}
-	in := inputsOf[kubesteps.HealthInputs](t, st)
+	in := inputsOf[kubespec.HealthInputs](t, st)
 	if in.Endpoint != "https://10.50.0.10:6443" || !in.VIP || in.Kubeconfig != "plinth-secret:output/ctl-0/kube.init/admin.conf" ||
 		!slices.Equal(in.Nodes, []string{"ctl-0", "ctl-1", "compute-0", "compute-1"}) {
 		t.Errorf("health inputs %+v", in)
 	}
 	// Without a VIP it asks controller-0; without a CNI step it does not wait for one.
 	steps = kubeSteps(t, true, &api.KubernetesSpec{CNI: api.CNISpec{Plugin: api.CNINone}})
-	in = inputsOf[kubesteps.HealthInputs](t, steps["ctl-0/kube.health"])
+	in = inputsOf[kubespec.HealthInputs](t, steps["ctl-0/kube.health"])
 	if in.Endpoint != "https://10.50.0.11:6443" || in.VIP {
 		t.Errorf("health inputs without a VIP %+v", in)
 	}
@@ -237,7 +237,7 @@ func TestRenderKubernetesBinariesFromBundle(t *testing.T) {
 	}
 	k := &api.KubernetesSpec{Bundle: &api.BundleRef{Version: "0.3.0", SHA256: strings.Repeat("a", 64)}}
 	steps := kubeSteps(t, true, k)
-	want := map[string]kubesteps.BinariesInputs{
+	want := map[string]kubespec.BinariesInputs{
 		"ctl-0":     {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"etcd", "etcdctl", "kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true},
 		"ctl-1":     {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"etcd", "etcdctl", "kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true},
 		"wit-0":     {Bundle: "0.3.0", SHA256: strings.Repeat("a", 64), Binaries: []string{"etcd", "etcdctl"}},
@@ -248,7 +248,7 @@ func TestRenderKubernetesBinariesFromBundle(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no kube.binaries step", h)
 		}
-		got := inputsOf[kubesteps.BinariesInputs](t, st)
+		got := inputsOf[kubespec.BinariesInputs](t, st)
 		gj, _ := json.Marshal(got)
 		wj, _ := json.Marshal(w)
 		if string(gj) != string(wj) {
@@ -272,7 +272,7 @@ func TestRenderKubernetesBinariesFromBundle(t *testing.T) {
 	}
 	for _, st := range all {
 		if st.ID == "compute-0/images.import" {
-			if in := inputsOf[cspec.ImportInputs](t, st); in.Bundle != "0.3.0" || in.BundleSHA256 != strings.Repeat("a", 64) {
+			if in := inputsOf[containerdspec.ImportInputs](t, st); in.Bundle != "0.3.0" || in.BundleSHA256 != strings.Repeat("a", 64) {
 				t.Errorf("images.import inputs %+v: want bundle 0.3.0 with its pin", in)
 			}
 		}

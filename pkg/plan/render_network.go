@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 // renderNetwork renders per host a host.network step, and a host.sysctl and a
@@ -24,9 +24,9 @@ func renderNetwork(in renderInput) ([]Step, error) {
 		}
 		sc, hp := SysctlInputs(in.site, h), HugepagesInputs(in.site, h, in.nets)
 		for _, r := range []render{
-			{host.KindNetwork, networkInputs(h, in.nets, in.allocs), false},
-			{host.KindSysctl, sc, len(sc.Sysctls) == 0},
-			{host.KindHugepages, hp, len(hp.Pages) == 0},
+			{hostspec.KindNetwork, networkInputs(h, in.nets, in.allocs), false},
+			{hostspec.KindSysctl, sc, len(sc.Sysctls) == 0},
+			{hostspec.KindHugepages, hp, len(hp.Pages) == 0},
 		} {
 			if r.skip {
 				continue
@@ -47,8 +47,8 @@ func renderNetwork(in renderInput) ([]Step, error) {
 // mgmt network that holds it, and one pool address per network it allocates from. A
 // host that carries an oam network with a gateway gets its default route, unless it
 // declares one.
-func networkInputs(h api.Host, nets map[string]api.Network, allocs map[[2]string]string) host.NetworkInputs {
-	var in host.NetworkInputs
+func networkInputs(h api.Host, nets map[string]api.Network, allocs map[[2]string]string) hostspec.NetworkInputs {
+	var in hostspec.NetworkInputs
 	master := map[string]string{}
 	bondMember := map[string]bool{}
 	for _, ifc := range h.Spec.Interfaces {
@@ -60,7 +60,7 @@ func networkInputs(h api.Host, nets map[string]api.Network, allocs map[[2]string
 	var gateways []string // oam gateways, in interface order
 	for i := range h.Spec.Interfaces {
 		ifc := &h.Spec.Interfaces[i]
-		l := host.LinkSpec{
+		l := hostspec.LinkSpec{
 			Name:      ifc.Name,
 			MAC:       ifc.MAC,
 			MTU:       api.EffectiveMTU(ifc, nets),
@@ -90,17 +90,17 @@ func networkInputs(h api.Host, nets map[string]api.Network, allocs map[[2]string
 		in.Links = append(in.Links, l)
 	}
 	for _, r := range h.Spec.Routes {
-		in.Routes = append(in.Routes, host.RouteSpec{
+		in.Routes = append(in.Routes, hostspec.RouteSpec{
 			Dst: r.To, Gateway: r.Via, Dev: r.Dev, Metric: r.Metric, MTU: r.MTU, Table: r.Table,
 		})
 	}
 	for _, gw := range gateways {
 		if !hasDefault(h.Spec.Routes, gw) {
-			in.Routes = append(in.Routes, host.RouteSpec{Dst: "default", Gateway: gw})
+			in.Routes = append(in.Routes, hostspec.RouteSpec{Dst: "default", Gateway: gw})
 		}
 	}
 	for _, r := range h.Spec.Rules {
-		in.Rules = append(in.Rules, host.RuleSpec{
+		in.Rules = append(in.Rules, hostspec.RuleSpec{
 			Priority: r.Priority, From: r.From, To: r.To, IIF: r.IIF, OIF: r.OIF, FWMark: r.FWMark, Table: r.Table,
 		})
 	}
@@ -108,38 +108,38 @@ func networkInputs(h api.Host, nets map[string]api.Network, allocs map[[2]string
 }
 
 // linkKind fills in what a link of the interface's type is made of.
-func linkKind(l *host.LinkSpec, ifc *api.Interface, nets map[string]api.Network) {
+func linkKind(l *hostspec.LinkSpec, ifc *api.Interface, nets map[string]api.Network) {
 	switch ifc.Type {
 	case api.InterfaceBond:
 		b := api.BondOptions{}
 		if ifc.Bond != nil {
 			b = *ifc.Bond
 		}
-		spec := &host.BondSpec{Mode: cmp.Or(b.Mode, api.DefaultBondMode), LACPRate: b.LACPRate, HashPolicy: b.HashPolicy, MIIMon: cmp.Or(b.MIIMon, api.DefaultBondMIIMon)}
+		spec := &hostspec.BondSpec{Mode: cmp.Or(b.Mode, api.DefaultBondMode), LACPRate: b.LACPRate, HashPolicy: b.HashPolicy, MIIMon: cmp.Or(b.MIIMon, api.DefaultBondMIIMon)}
 		if spec.Mode == api.BondLACP {
 			spec.LACPRate = cmp.Or(spec.LACPRate, api.DefaultBondLACPRate)
 		}
 		if spec.Mode != api.BondActiveBackup {
 			spec.HashPolicy = cmp.Or(spec.HashPolicy, api.DefaultBondHashPolicy)
 		}
-		l.Kind, l.Bond = host.LinkBond, spec
+		l.Kind, l.Bond = hostspec.LinkBond, spec
 	case api.InterfaceBridge:
-		l.Kind = host.LinkBridge
+		l.Kind = hostspec.LinkBridge
 	case api.InterfaceVLAN:
-		l.Kind, l.Parent, l.VLANID = host.LinkVLAN, ifc.Parent, api.VLANOf(ifc, nets)
+		l.Kind, l.Parent, l.VLANID = hostspec.LinkVLAN, ifc.Parent, api.VLANOf(ifc, nets)
 	case api.InterfaceMacvlan:
 		mode := api.DefaultMacvlanMode
 		if ifc.Macvlan != nil {
 			mode = cmp.Or(ifc.Macvlan.Mode, mode)
 		}
-		l.Kind, l.Parent, l.Macvlan = host.LinkMacvlan, ifc.Parent, mode
+		l.Kind, l.Parent, l.Macvlan = hostspec.LinkMacvlan, ifc.Parent, mode
 	case api.InterfaceVXLAN:
 		x := api.VXLANOptions{}
 		if ifc.VXLAN != nil {
 			x = *ifc.VXLAN
 		}
-		l.Kind, l.Parent = host.LinkVXLAN, ifc.Parent
-		l.VXLAN = &host.VXLANSpec{VNI: x.VNI, Local: x.Local, Remote: x.Remote, Port: cmp.Or(x.Port, api.DefaultVXLANPort)}
+		l.Kind, l.Parent = hostspec.LinkVXLAN, ifc.Parent
+		l.VXLAN = &hostspec.VXLANSpec{VNI: x.VNI, Local: x.Local, Remote: x.Remote, Port: cmp.Or(x.Port, api.DefaultVXLANPort)}
 	}
 }
 
@@ -164,7 +164,7 @@ func hasDefault(routes []api.Route, gw string) bool {
 // every host of a site that runs Kubernetes. All are per network namespace. Reverse
 // path filtering is loose: traffic between the oam, mgmt and cluster-host networks
 // may come back on another interface than it left by.
-var kubernetesSysctls = []host.SysctlSpec{
+var kubernetesSysctls = []hostspec.SysctlSpec{
 	{Key: "net.bridge.bridge-nf-call-ip6tables", Value: "1", Optional: true},
 	{Key: "net.bridge.bridge-nf-call-iptables", Value: "1", Optional: true},
 	{Key: "net.ipv4.conf.all.rp_filter", Value: "2"},
@@ -174,32 +174,32 @@ var kubernetesSysctls = []host.SysctlSpec{
 
 // SysctlInputs renders a host's kernel parameters: the Kubernetes ones when the site
 // declares Kubernetes, then the host's own, which win.
-func SysctlInputs(site *api.Site, h api.Host) host.SysctlInputs {
-	m := map[string]host.SysctlSpec{}
+func SysctlInputs(site *api.Site, h api.Host) hostspec.SysctlInputs {
+	m := map[string]hostspec.SysctlSpec{}
 	if site != nil && site.Spec.Kubernetes != nil {
 		for _, s := range kubernetesSysctls {
 			m[s.Key] = s
 		}
 	}
 	for k, v := range h.Spec.Sysctls {
-		m[k] = host.SysctlSpec{Key: k, Value: v}
+		m[k] = hostspec.SysctlSpec{Key: k, Value: v}
 	}
-	out := host.SysctlInputs{Sysctls: []host.SysctlSpec{}}
+	out := hostspec.SysctlInputs{Sysctls: []hostspec.SysctlSpec{}}
 	for _, s := range m {
 		out.Sysctls = append(out.Sysctls, s)
 	}
-	slices.SortFunc(out.Sysctls, func(a, b host.SysctlSpec) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(out.Sysctls, func(a, b hostspec.SysctlSpec) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
 
 // HugepagesInputs renders a host's huge page reservations: the declared ones, or,
 // when the host declares none and runs OVS-DPDK, 2 MiB pages covering dpdk-socket-mem
 // on each NUMA node (rounded up). ovs.dpdk waits for this step.
-func HugepagesInputs(site *api.Site, h api.Host, nets map[string]api.Network) host.HugepagesInputs {
-	out := host.HugepagesInputs{Pages: []host.HugepageSpec{}}
+func HugepagesInputs(site *api.Site, h api.Host, nets map[string]api.Network) hostspec.HugepagesInputs {
+	out := hostspec.HugepagesInputs{Pages: []hostspec.HugepageSpec{}}
 	for _, p := range h.Spec.Hugepages {
 		if size, ok := api.HugepageSizeKB(p.Size); ok { // others are refused by validation
-			out.Pages = append(out.Pages, host.HugepageSpec{SizeKB: size, Node: p.Node, Count: p.Count})
+			out.Pages = append(out.Pages, hostspec.HugepageSpec{SizeKB: size, Node: p.Node, Count: p.Count})
 		}
 	}
 	if len(out.Pages) > 0 {
@@ -215,7 +215,7 @@ func HugepagesInputs(site *api.Site, h api.Host, nets map[string]api.Network) ho
 			continue
 		}
 		n := node
-		out.Pages = append(out.Pages, host.HugepageSpec{SizeKB: pageMB * 1024, Node: &n, Count: (mb + pageMB - 1) / pageMB})
+		out.Pages = append(out.Pages, hostspec.HugepageSpec{SizeKB: pageMB * 1024, Node: &n, Count: (mb + pageMB - 1) / pageMB})
 	}
 	return out
 }

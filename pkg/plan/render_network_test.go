@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 func netSite(nets ...api.Network) *api.Site {
@@ -102,7 +102,7 @@ func TestRenderAllocatedRecordsAddresses(t *testing.T) {
 	if want := []Allocation{{"stor", "a", "10.5.0.100"}, {"stor", "b", "10.5.0.150"}}; !slices.Equal(allocs, want) {
 		t.Errorf("allocations %v, want %v", allocs, want)
 	}
-	var in host.NetworkInputs
+	var in hostspec.NetworkInputs
 	if err := json.Unmarshal(steps[1].Inputs, &in); err != nil || steps[1].ID != "b/host.network" {
 		t.Fatal(steps[1].ID, err)
 	}
@@ -150,20 +150,20 @@ func TestRenderNetworkTypes(t *testing.T) {
 		}
 	}
 	in := networkInputs(h, render(site).nets, allocIndex(allocs))
-	want := host.NetworkInputs{
-		Links: []host.LinkSpec{
+	want := hostspec.NetworkInputs{
+		Links: []hostspec.LinkSpec{
 			{Name: "eno1", MTU: 1500, Up: true, Addresses: []string{"192.168.10.21/24"}},
 			{Name: "eno2", Up: true, Master: "bond0"},
 			{Name: "eno3", Up: true, Master: "bond0"},
-			{Name: "bond0", Kind: host.LinkBond, MTU: 9000, Up: true, Addresses: []string{"10.0.0.21/24"},
-				Bond: &host.BondSpec{Mode: "802.3ad", LACPRate: "fast", HashPolicy: "layer2", MIIMon: 100}},
-			{Name: "bond0.205", Kind: host.LinkVLAN, Parent: "bond0", VLANID: 205, MTU: 1500, Up: true, Addresses: []string{"10.5.0.100/24"}},
-			{Name: "br0", Kind: host.LinkBridge},
-			{Name: "mv0", Kind: host.LinkMacvlan, Parent: "eno1", Macvlan: "bridge", Up: true},
-			{Name: "vx0", Kind: host.LinkVXLAN, Parent: "bond0", Up: true, VXLAN: &host.VXLANSpec{VNI: 42, Remote: "239.1.1.1", Port: 4789}},
+			{Name: "bond0", Kind: hostspec.LinkBond, MTU: 9000, Up: true, Addresses: []string{"10.0.0.21/24"},
+				Bond: &hostspec.BondSpec{Mode: "802.3ad", LACPRate: "fast", HashPolicy: "layer2", MIIMon: 100}},
+			{Name: "bond0.205", Kind: hostspec.LinkVLAN, Parent: "bond0", VLANID: 205, MTU: 1500, Up: true, Addresses: []string{"10.5.0.100/24"}},
+			{Name: "br0", Kind: hostspec.LinkBridge},
+			{Name: "mv0", Kind: hostspec.LinkMacvlan, Parent: "eno1", Macvlan: "bridge", Up: true},
+			{Name: "vx0", Kind: hostspec.LinkVXLAN, Parent: "bond0", Up: true, VXLAN: &hostspec.VXLANSpec{VNI: 42, Remote: "239.1.1.1", Port: 4789}},
 		},
-		Routes: []host.RouteSpec{{Dst: "default", Gateway: "192.168.10.1"}},
-		Rules:  []host.RuleSpec{{Priority: 1000, From: "10.5.0.0/24", Table: 205}},
+		Routes: []hostspec.RouteSpec{{Dst: "default", Gateway: "192.168.10.1"}},
+		Rules:  []hostspec.RuleSpec{{Priority: 1000, From: "10.5.0.0/24", Table: 205}},
 	}
 	if !reflect.DeepEqual(in, want) {
 		got, _ := json.MarshalIndent(in, "", " ")
@@ -192,7 +192,7 @@ func TestRenderNetworkTypes(t *testing.T) {
 	// Without Kubernetes or declarations there is no sysctl or hugepages step.
 	plain := api.Host{Metadata: api.ObjectMeta{Name: "h2"}}
 	steps, _ = Render(netSite(), []api.Host{plain})
-	if len(steps) != 1 || steps[0].Kind != host.KindNetwork {
+	if len(steps) != 1 || steps[0].Kind != hostspec.KindNetwork {
 		t.Errorf("steps %v", steps)
 	}
 }
@@ -260,7 +260,7 @@ func TestRenderLabExample(t *testing.T) {
 			t.Errorf("the lab site does not render %s", id)
 		}
 	}
-	var in host.NetworkInputs
+	var in hostspec.NetworkInputs
 	if err := json.Unmarshal(byID["compute-0/host.network"].Inputs, &in); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestRenderLabExample(t *testing.T) {
 	for _, l := range in.Links {
 		kinds[l.Name] = l.Kind
 	}
-	if kinds["br-ch"] != host.LinkBridge || kinds["stor0"] != host.LinkMacvlan || kinds["vx100"] != host.LinkVXLAN || len(in.Rules) != 1 {
+	if kinds["br-ch"] != hostspec.LinkBridge || kinds["stor0"] != hostspec.LinkMacvlan || kinds["vx100"] != hostspec.LinkVXLAN || len(in.Rules) != 1 {
 		t.Errorf("compute-0 inputs %+v", in)
 	}
 	for _, l := range in.Links {

@@ -6,13 +6,9 @@ import (
 	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
-
-// kindHugepages is the host step that reserves huge pages; ovs.dpdk waits for it on
-// hosts where it is rendered.
-const kindHugepages = "host.hugepages"
 
 // renderOVS renders <host>/ovs.dpdk and then <host>/ovs.bridges on every data host
 // (an interface on a data network, or spec.ovs of its own) when the site declares
@@ -28,8 +24,8 @@ func renderOVS(in renderInput) ([]Step, error) {
 		}
 		name := h.Metadata.Name
 		dpdk, bridges := OVSInputs(in.site.Spec.OVS, h.Spec.OVS)
-		deps := []string{StepID(name, host.KindNetwork, "")}
-		if hp := StepID(name, kindHugepages, ""); in.rendered[hp] {
+		deps := []string{StepID(name, hostspec.KindNetwork, "")}
+		if hp := StepID(name, hostspec.KindHugepages, ""); in.rendered[hp] {
 			deps = append(deps, hp)
 		}
 		ds, err := NewStep(name, ovsspec.KindDPDK, "", dpdk, deps...)

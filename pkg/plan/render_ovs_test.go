@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/host"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
@@ -171,7 +171,7 @@ func TestRenderOVSWaitsForHugepages(t *testing.T) {
 	for _, n := range site.Spec.Networks {
 		nets[n.Name] = n
 	}
-	rendered := map[string]bool{StepID("compute-0", kindHugepages, ""): true}
+	rendered := map[string]bool{StepID("compute-0", hostspec.KindHugepages, ""): true}
 	steps, err := renderOVS(renderInput{site: site, hosts: hosts, nets: nets, rendered: rendered})
 	if err != nil {
 		t.Fatal(err)
@@ -242,10 +242,10 @@ func TestVswitchRuleAgreesEverywhere(t *testing.T) {
 				byID[st.ID] = st
 			}
 			dpdkStep, hasOVS := byID["compute-0/ovs.dpdk"]
-			labels := inputsOf[kubesteps.LabelsInputs](t, byID["ctl-0/kube.labels/compute-0"]).Labels
-			join := inputsOf[kubesteps.JoinInputs](t, byID["compute-0/kube.join"])
+			labels := inputsOf[kubespec.LabelsInputs](t, byID["ctl-0/kube.labels/compute-0"]).Labels
+			join := inputsOf[kubespec.JoinInputs](t, byID["compute-0/kube.join"])
 			hp, hasHP := byID["compute-0/host.hugepages"]
-			pages := hasHP && len(inputsOf[host.HugepagesInputs](t, hp).Pages) > 0
+			pages := hasHP && len(inputsOf[hostspec.HugepagesInputs](t, hp).Pages) > 0
 			if hasOVS != tc.runs || (labels["openvswitch"] == "enabled") != tc.runs {
 				t.Errorf("OVS steps %v, openvswitch label %q; want OVS %v", hasOVS, labels["openvswitch"], tc.runs)
 			}

@@ -5,13 +5,13 @@ import (
 	"net/netip"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // vip renders a controller's kube.vip: the VIP, its interface and what the site's
 // provider needs (kube-vip's image; keepalived's router ID, priority and peers).
-func (r *kubeRenderer) vip(h *api.Host, first bool) kubesteps.VIPInputs {
-	in := kubesteps.VIPInputs{
+func (r *kubeRenderer) vip(h *api.Host, first bool) kubespec.VIPInputs {
+	in := kubespec.VIPInputs{
 		Provider: r.k.VIPProvider, VIP: r.k.ControlPlaneVIP, Port: r.k.APIServerPort,
 		Interface: kubeVIPInterface(*h, r.k.ControlPlaneVIP, r.in.site.Spec.Networks),
 	}
@@ -20,9 +20,9 @@ func (r *kubeRenderer) vip(h *api.Host, first bool) kubesteps.VIPInputs {
 		return in
 	}
 	in.RouterID = vrrpRouterID(r.in.site.Metadata.Name)
-	in.Priority = kubesteps.KeepalivedPrioritySecond
+	in.Priority = kubespec.KeepalivedPrioritySecond
 	if first {
-		in.Priority = kubesteps.KeepalivedPriorityFirst
+		in.Priority = kubespec.KeepalivedPriorityFirst
 	}
 	in.Address = r.vipAddress(*h)
 	for _, peer := range []*api.Host{r.t.first, r.t.second} {

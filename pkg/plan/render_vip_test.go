@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 func TestRenderVIP(t *testing.T) {
@@ -14,19 +14,19 @@ func TestRenderVIP(t *testing.T) {
 		name string
 		k    api.KubernetesSpec
 		host string
-		want kubesteps.VIPInputs
+		want kubespec.VIPInputs
 	}{
 		{"keepalived by default, first controller", api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10"}, "ctl-0",
-			kubesteps.VIPInputs{Provider: kubesteps.VIPKeepalived, VIP: "10.50.0.10", Port: 6443, Interface: "eth1",
-				RouterID: id, Priority: kubesteps.KeepalivedPriorityFirst, Address: "10.50.0.11", Peers: []string{"10.50.0.12"}}},
+			kubespec.VIPInputs{Provider: kubespec.VIPKeepalived, VIP: "10.50.0.10", Port: 6443, Interface: "eth1",
+				RouterID: id, Priority: kubespec.KeepalivedPriorityFirst, Address: "10.50.0.11", Peers: []string{"10.50.0.12"}}},
 		{"keepalived, second controller", api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10", APIServerPort: 16443}, "ctl-1",
-			kubesteps.VIPInputs{Provider: kubesteps.VIPKeepalived, VIP: "10.50.0.10", Port: 16443, Interface: "eth1",
-				RouterID: id, Priority: kubesteps.KeepalivedPrioritySecond, Address: "10.50.0.12", Peers: []string{"10.50.0.11"}}},
+			kubespec.VIPInputs{Provider: kubespec.VIPKeepalived, VIP: "10.50.0.10", Port: 16443, Interface: "eth1",
+				RouterID: id, Priority: kubespec.KeepalivedPrioritySecond, Address: "10.50.0.12", Peers: []string{"10.50.0.11"}}},
 		{"kube-vip chosen", api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10", VIPProvider: api.VIPKubeVIP}, "ctl-0",
-			kubesteps.VIPInputs{Provider: kubesteps.VIPKubeVIP, VIP: "10.50.0.10", Port: 6443, Interface: "eth1",
+			kubespec.VIPInputs{Provider: kubespec.VIPKubeVIP, VIP: "10.50.0.10", Port: 6443, Interface: "eth1",
 				Image: api.DefaultKubeVIPImage, FirstControlPlane: true}},
 		{"kubeVIPImage alone still means kube-vip", api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10", KubeVIPImage: "r.local/kube-vip:v1"}, "ctl-1",
-			kubesteps.VIPInputs{Provider: kubesteps.VIPKubeVIP, VIP: "10.50.0.10", Port: 6443, Interface: "eth1", Image: "r.local/kube-vip:v1"}},
+			kubespec.VIPInputs{Provider: kubespec.VIPKubeVIP, VIP: "10.50.0.10", Port: 6443, Interface: "eth1", Image: "r.local/kube-vip:v1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := tc.k
@@ -38,7 +38,7 @@ func TestRenderVIP(t *testing.T) {
 			}
 			for _, st := range steps {
 				if st.ID == tc.host+"/kube.vip" {
-					if got := inputsOf[kubesteps.VIPInputs](t, st); !reflect.DeepEqual(got, tc.want) {
+					if got := inputsOf[kubespec.VIPInputs](t, st); !reflect.DeepEqual(got, tc.want) {
 						t.Fatalf("inputs\n got %+v\nwant %+v", got, tc.want)
 					}
 					return

@@ -4,7 +4,9 @@
 //
 // Everything here is a function of its arguments. It must never read a clock, a file
 // or the network, nor use randomness: the FSM runs it inside Raft's Apply, so every
-// coordinator must reach the same answer from the same log.
+// coordinator must reach the same answer from the same log. For the same reason it
+// renders step inputs from the areas' contract packages (pkg/<area>/<area>spec) and
+// never imports a driver; TestPlannerLinksNoDriver keeps it so.
 package plan
 
 import (

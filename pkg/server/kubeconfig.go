@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
@@ -22,8 +22,8 @@ func (s *Server) kubeconfig(w http.ResponseWriter, r *http.Request) error {
 		if !ok || len(site.Site.Spec.Controllers) == 0 {
 			return
 		}
-		stepID = plan.StepID(site.Site.Spec.Controllers[0], kubesteps.KindInit, "")
-		sec, found = v.Secret(OutputSecret(stepID, kubesteps.OutputAdminConf))
+		stepID = plan.StepID(site.Site.Spec.Controllers[0], kubespec.KindInit, "")
+		sec, found = v.Secret(OutputSecret(stepID, kubespec.OutputAdminConf))
 	})
 	switch {
 	case stepID == "":
@@ -31,7 +31,7 @@ func (s *Server) kubeconfig(w http.ResponseWriter, r *http.Request) error {
 	case !found:
 		return fmt.Errorf("admin kubeconfig: %w: step %s has not succeeded yet (see `plinth-coordinator get steps`)", state.ErrNotFound, stepID)
 	}
-	name := OutputSecret(stepID, kubesteps.OutputAdminConf)
+	name := OutputSecret(stepID, kubespec.OutputAdminConf)
 	plain, err := pki.Open(s.cfg.DataKey, sec.Ciphertext, []byte(name))
 	if err != nil {
 		return fmt.Errorf("admin kubeconfig: %w", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubesteps"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 )
@@ -45,8 +45,8 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 	agent := enrolAgent(t, ctx, l, c0, "h1")
 
 	const kubeconfig = "apiVersion: v1\nkind: Config\n# the admin kubeconfig\n"
-	var initInputs kubesteps.InitInputs
-	var etcdInputs kubesteps.EtcdInputs
+	var initInputs kubespec.InitInputs
+	var etcdInputs kubespec.EtcdInputs
 	poll.Until(t, 30*time.Second, "kube.init succeeded", func() error {
 		var steps server.AgentSteps
 		if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil {
@@ -58,12 +58,12 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 			}
 			res := driver.Result{Changes: []string{"done by the test agent"}}
 			switch st.Kind {
-			case kubesteps.KindInit:
+			case kubespec.KindInit:
 				if err := json.Unmarshal(st.Inputs, &initInputs); err != nil {
 					return err
 				}
-				res.Outputs = map[string]string{kubesteps.OutputAdminConf: kubeconfig, kubesteps.OutputCACertHash: "sha256:00"}
-			case kubesteps.KindEtcd:
+				res.Outputs = map[string]string{kubespec.OutputAdminConf: kubeconfig, kubespec.OutputCACertHash: "sha256:00"}
+			case kubespec.KindEtcd:
 				if err := json.Unmarshal(st.Inputs, &etcdInputs); err != nil {
 					return err
 				}

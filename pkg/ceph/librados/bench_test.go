@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/ceph/cephtest"
 	"github.com/plinth-dev/plinth/pkg/ceph/librados"
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -28,7 +29,7 @@ import (
 //	go test -tags ceph,pacific -run '^$' -bench OpenStackPools -benchtime 3x ./pkg/ceph/librados/
 func BenchmarkOpenStackPools(b *testing.B) {
 	c := cephtest.New(b, cephtest.Options{})
-	conn := ceph.Conn{ConfigFile: c.ConfigFile, Keyring: c.Keyring}
+	conn := cephspec.Conn{ConfigFile: c.ConfigFile, Keyring: c.Keyring}
 	admin, err := librados.DialKey(conn, "")
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +64,7 @@ func BenchmarkOpenStackPools(b *testing.B) {
 			b.StopTimer()
 			reset()
 			b.StartTimer()
-			runStep(health, ceph.HealthInputs{Cluster: conn})
+			runStep(health, cephspec.HealthInputs{Cluster: conn})
 			for _, p := range pools {
 				runStep(pool, p)
 			}
@@ -99,7 +100,7 @@ func BenchmarkOpenStackPools(b *testing.B) {
 }
 
 // cliScript is what an operator's shell script would run for the same result.
-func cliScript(pools []ceph.PoolInputs, users []ceph.UserInputs) [][]string {
+func cliScript(pools []cephspec.PoolInputs, users []cephspec.UserInputs) [][]string {
 	s := [][]string{
 		{"ceph", "status"},
 		{"ceph", "config", "set", "mon", "mon_allow_pool_size_one", "true"},

@@ -18,6 +18,7 @@ import (
 	"github.com/ceph/go-ceph/rbd"
 
 	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/ceph/cephtest"
 	"github.com/plinth-dev/plinth/pkg/ceph/librados"
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -27,7 +28,7 @@ import (
 type env struct {
 	t      *testing.T
 	c      *cephtest.Cluster
-	conn   ceph.Conn
+	conn   cephspec.Conn
 	health driver.Driver
 	pool   driver.Driver
 	user   driver.Driver
@@ -39,7 +40,7 @@ func newEnv(t *testing.T) *env {
 	c := cephtest.New(t, cephtest.Options{})
 	client := ceph.NewClient(librados.Dial, ceph.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(client.Close)
-	conn := ceph.Conn{ConfigFile: c.ConfigFile, Keyring: c.Keyring}
+	conn := cephspec.Conn{ConfigFile: c.ConfigFile, Keyring: c.Keyring}
 	admin, err := librados.DialKey(conn, "")
 	if err != nil {
 		t.Fatal(err)
@@ -121,16 +122,16 @@ func (e *env) pools() map[string]pool {
 
 // openstack is the default pool and user set of an OpenStack site, sized for one
 // node, as the planner renders it (see pkg/plan render_ceph).
-func openstack(conn ceph.Conn) ([]ceph.PoolInputs, []ceph.UserInputs) {
-	var pools []ceph.PoolInputs
+func openstack(conn cephspec.Conn) ([]cephspec.PoolInputs, []cephspec.UserInputs) {
+	var pools []cephspec.PoolInputs
 	for _, name := range []string{"kube-rbd", "images", "volumes", "vms", "backups"} {
-		pools = append(pools, ceph.PoolInputs{Cluster: conn, Name: name, Size: 1, MinSize: 1, Application: "rbd"})
+		pools = append(pools, cephspec.PoolInputs{Cluster: conn, Name: name, Size: 1, MinSize: 1, Application: "rbd"})
 	}
-	users := []ceph.UserInputs{
-		{Cluster: conn, Name: "kube-rbd", Caps: ceph.RBDCaps([]string{"kube-rbd"}, nil)},
-		{Cluster: conn, Name: "glance", Caps: ceph.RBDCaps([]string{"images"}, nil)},
-		{Cluster: conn, Name: "cinder", Caps: ceph.RBDCaps([]string{"volumes", "vms", "backups"}, []string{"images"})},
-		{Cluster: conn, Name: "nova", Caps: ceph.RBDCaps([]string{"vms"}, []string{"images"})},
+	users := []cephspec.UserInputs{
+		{Cluster: conn, Name: "kube-rbd", Caps: cephspec.RBDCaps([]string{"kube-rbd"}, nil)},
+		{Cluster: conn, Name: "glance", Caps: cephspec.RBDCaps([]string{"images"}, nil)},
+		{Cluster: conn, Name: "cinder", Caps: cephspec.RBDCaps([]string{"volumes", "vms", "backups"}, []string{"images"})},
+		{Cluster: conn, Name: "nova", Caps: cephspec.RBDCaps([]string{"vms"}, []string{"images"})},
 	}
 	return pools, users
 }
@@ -138,13 +139,13 @@ func openstack(conn ceph.Conn) ([]ceph.PoolInputs, []ceph.UserInputs) {
 func TestDriversOnARealCluster(t *testing.T) {
 	e := newEnv(t)
 	pools, users := openstack(e.conn)
-	metrics := ceph.PoolInputs{Cluster: e.conn, Name: "metrics", Size: 1, MinSize: 1, PGNum: 16, Application: "rgw",
+	metrics := cephspec.PoolInputs{Cluster: e.conn, Name: "metrics", Size: 1, MinSize: 1, PGNum: 16, Application: "rgw",
 		QuotaMaxBytes: 1 << 30, QuotaMaxObjects: 1000, CrushRule: "replicated-osd", FailureDomain: "osd"}
 	keys := map[string]string{}
 
 	t.Run("health, pools and users are created as declared", func(t *testing.T) {
 		began := time.Now()
-		r := e.mustRun(e.health, ceph.HealthInputs{Cluster: e.conn})
+		r := e.mustRun(e.health, cephspec.HealthInputs{Cluster: e.conn})
 		if len(r.Changes) != 0 || r.Outputs["fsid"] != e.c.FSID || !strings.Contains(r.Outputs["monitors"], e.c.IP) {
 			t.Errorf("health: changes %v, outputs %v", r.Changes, r.Outputs)
 		}
@@ -199,7 +200,7 @@ func TestDriversOnARealCluster(t *testing.T) {
 	})
 
 	t.Run("the provisioner key writes an image in its pool and is refused elsewhere", func(t *testing.T) {
-		s, err := librados.DialKey(ceph.Conn{ConfigFile: e.c.ConfigFile, User: "kube-rbd"}, keys["kube-rbd"])
+		s, err := librados.DialKey(cephspec.Conn{ConfigFile: e.c.ConfigFile, User: "kube-rbd"}, keys["kube-rbd"])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +275,7 @@ func TestDriversOnARealCluster(t *testing.T) {
 	})
 
 	t.Run("a size the OSDs cannot hold is refused, naming the cause", func(t *testing.T) {
-		r := e.run(e.pool, ceph.PoolInputs{Cluster: e.conn, Name: "triple", Size: 3, MinSize: 2, Application: "rbd"})
+		r := e.run(e.pool, cephspec.PoolInputs{Cluster: e.conn, Name: "triple", Size: 3, MinSize: 2, Application: "rbd"})
 		if r.OK() || !r.Retryable || !strings.Contains(r.Error, "size 3 needs 3 osd buckets with an up OSD under default; the cluster has 1") {
 			t.Errorf("result %+v", r)
 		}
@@ -284,14 +285,14 @@ func TestDriversOnARealCluster(t *testing.T) {
 	})
 
 	t.Run("a pool holding images is not deleted; an empty one is", func(t *testing.T) {
-		r := e.run(e.pool, ceph.PoolInputs{Cluster: e.conn, Name: "kube-rbd", Delete: true})
+		r := e.run(e.pool, cephspec.PoolInputs{Cluster: e.conn, Name: "kube-rbd", Delete: true})
 		if r.OK() || r.Retryable || !strings.Contains(r.Error, `refused: it holds 1 RBD image(s) (pvc-1)`) {
 			t.Errorf("delete kube-rbd: %+v", r)
 		}
 		if _, ok := e.pools()["kube-rbd"]; !ok {
 			t.Fatal("pool kube-rbd is gone")
 		}
-		r = e.mustRun(e.pool, ceph.PoolInputs{Cluster: e.conn, Name: "backups", Delete: true})
+		r = e.mustRun(e.pool, cephspec.PoolInputs{Cluster: e.conn, Name: "backups", Delete: true})
 		if _, ok := e.pools()["backups"]; ok || len(r.Changes) != 1 {
 			t.Errorf("pool backups not deleted: %+v", r)
 		}
@@ -302,7 +303,7 @@ func TestDriversOnARealCluster(t *testing.T) {
 				t.Errorf("mon_allow_pool_delete left set: %+v", c)
 			}
 		}
-		if r := e.mustRun(e.pool, ceph.PoolInputs{Cluster: e.conn, Name: "backups", Delete: true}); len(r.Changes) != 0 {
+		if r := e.mustRun(e.pool, cephspec.PoolInputs{Cluster: e.conn, Name: "backups", Delete: true}); len(r.Changes) != 0 {
 			t.Errorf("deleting again: %v", r.Changes)
 		}
 	})
@@ -311,7 +312,7 @@ func TestDriversOnARealCluster(t *testing.T) {
 		e.mon(nil, "prefix", "osd set", "key", "noup")
 		e.mon(nil, "prefix", "osd down", "ids", []string{"0"})
 		defer e.mon(nil, "prefix", "osd unset", "key", "noup")
-		r := e.run(e.health, ceph.HealthInputs{Cluster: e.conn})
+		r := e.run(e.health, cephspec.HealthInputs{Cluster: e.conn})
 		if r.OK() || !r.Retryable || !strings.Contains(r.Error, "OSD") || !strings.Contains(r.Error, "down") {
 			t.Errorf("health with osd.0 down: %+v", r)
 		}

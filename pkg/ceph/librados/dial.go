@@ -14,6 +14,7 @@ import (
 	"github.com/ceph/go-ceph/rbd"
 
 	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 )
 
 // Supported reports whether this binary was built with Ceph support.
@@ -28,7 +29,7 @@ const (
 )
 
 // Dial connects to the cluster conn describes.
-func Dial(ctx context.Context, conn ceph.Conn) (ceph.Cluster, error) {
+func Dial(ctx context.Context, conn cephspec.Conn) (ceph.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -37,7 +38,7 @@ func Dial(ctx context.Context, conn ceph.Conn) (ceph.Cluster, error) {
 
 // DialKey connects as conn.User; a non-empty key is used instead of any keyring
 // (tests connect as a restricted user with the key a step produced).
-func DialKey(conn ceph.Conn, key string) (*Session, error) {
+func DialKey(conn cephspec.Conn, key string) (*Session, error) {
 	user := conn.User
 	if user == "" {
 		user = "admin"

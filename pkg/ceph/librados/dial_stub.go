@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -17,4 +18,4 @@ const Supported = false
 var ErrUnsupported = driver.Permanent(errors.New("this agent was built without Ceph support (build with -tags " + BuildTags + ")"))
 
 // Dial fails: this build has no librados.
-func Dial(context.Context, ceph.Conn) (ceph.Cluster, error) { return nil, ErrUnsupported }
+func Dial(context.Context, cephspec.Conn) (ceph.Cluster, error) { return nil, ErrUnsupported }

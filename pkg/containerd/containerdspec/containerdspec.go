@@ -1,9 +1,10 @@
-// Package spec holds the contract between the planner and the containerd drivers:
-// the step kinds and the inputs the planner renders for them.
+// Package containerdspec holds the contract between the planner and the containerd
+// drivers: the step kinds and the inputs the planner renders for them.
 //
 // It is kept apart from the drivers so that the coordinator can render containerd
-// steps without linking the containerd client. It must never do I/O.
-package spec
+// steps without linking the containerd client. It imports no driver and must never
+// do I/O.
+package containerdspec
 
 // Step kinds.
 const (

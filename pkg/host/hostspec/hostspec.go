@@ -1,6 +1,13 @@
-package host
+// Package hostspec is the contract between the planner and the host drivers: the
+// host.network, host.sysctl and host.hugepages step kinds and the plain-data inputs
+// the planner renders for them.
+//
+// It is kept apart from pkg/host so that the planner, which runs inside the
+// coordinator's Raft FSM, renders host steps without linking netlink. It imports no
+// driver and must never do I/O; pkg/host validates these inputs against the kernel.
+package hostspec
 
-// Step kinds of this package.
+// Step kinds.
 const (
 	KindNetwork   = "host.network"
 	KindSysctl    = "host.sysctl"

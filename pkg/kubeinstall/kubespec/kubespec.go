@@ -1,10 +1,10 @@
-// Package kubesteps is the contract between the planner and the Kubernetes drivers:
+// Package kubespec is the contract between the planner and the Kubernetes drivers:
 // the step kinds, their inputs, and the names of the secrets they reference.
 //
 // It is plain data on purpose. The planner (pure, run inside Raft's Apply) imports it
 // without pulling client-go or kubeadm's types into the coordinator; pkg/kubeinstall
 // turns these inputs into kubeadm configuration on the agent. It must never do I/O.
-package kubesteps
+package kubespec
 
 // Step kinds, in dependency order.
 const (
