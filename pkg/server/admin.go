@@ -126,7 +126,9 @@ func (s *Server) getHosts(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// HostDetail is a host with its steps and recent events, for `describe host`.
+// HostDetail is a host with its steps and recent events, for `describe host`. It
+// stays here rather than in pkg/wire because its parts are pkg/state records, and
+// pkg/state links Raft, which the agent must not.
 type HostDetail struct {
 	Host   state.HostRecord `json:"host"`
 	Steps  []plan.Record    `json:"steps"`
