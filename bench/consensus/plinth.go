@@ -12,7 +12,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // plinthResults is everything measured on Plinth.
@@ -54,7 +54,7 @@ func benchPlinth(ctx context.Context, o options, dir string) (*plinthResults, er
 	}
 	// Token records are what `node enroll` writes: a typical small admin write.
 	res.tokens, err = runWriters(ctx, "plinth tokens", o.writers, o.warmup, o.duration, func(ctx context.Context, w, i int) error {
-		_, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: fmt.Sprintf("b%d", w), Role: pki.RoleAgent}, nil)
+		_, err := admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: fmt.Sprintf("b%d", w), Role: pki.RoleAgent}, nil)
 		return err
 	})
 	if err != nil {
@@ -70,7 +70,7 @@ func benchPlinth(ctx context.Context, o options, dir string) (*plinthResults, er
 	// every time, because the hash changes (an unchanged hash is answered without one).
 	res.facts, err = runWriters(ctx, "plinth facts", o.writers, o.warmup, o.duration, func(ctx context.Context, w, i int) error {
 		facts, _ := json.Marshal(map[string]any{"seq": i, "kernel": "6.1.0-bench", "pad": strings.Repeat("x", 120)})
-		_, err := agents[w].Do(ctx, "POST", "/v1/agent/facts", server.FactsReport{Facts: facts, Hash: fmt.Sprintf("h%d-%d", w, i)}, nil)
+		_, err := agents[w].Do(ctx, "POST", "/v1/agent/facts", wire.FactsReport{Facts: facts, Hash: fmt.Sprintf("h%d-%d", w, i)}, nil)
 		return err
 	})
 	if err != nil {
@@ -113,7 +113,7 @@ spec:
     addresses: [%s/16]
 `, i, map[bool]string{true: "controller", false: "worker"}[i == 0], addr, addr)
 	}
-	if _, err := admin.Do(ctx, "POST", "/v1/apply", server.ApplyRequest{File: "bench.yaml", YAML: b.String()}, nil); err != nil {
+	if _, err := admin.Do(ctx, "POST", "/v1/apply", wire.ApplyRequest{File: "bench.yaml", YAML: b.String()}, nil); err != nil {
 		return nil, fmt.Errorf("apply %d hosts: %w", n, err)
 	}
 	agents := make([]*client.Client, n)
@@ -143,8 +143,8 @@ spec:
 }
 
 func enrollAgent(ctx context.Context, admin *client.Client, name string, leader *lab.Coordinator) (*client.Client, error) {
-	var tr server.TokenResponse
-	if _, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: name, Role: pki.RoleAgent}, &tr); err != nil {
+	var tr wire.TokenResponse
+	if _, err := admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: name, Role: pki.RoleAgent}, &tr); err != nil {
 		return nil, fmt.Errorf("token for %s: %w", name, err)
 	}
 	tok, err := pki.ParseToken(tr.Token)
@@ -187,7 +187,7 @@ func plinthFailover(ctx context.Context, l *lab.Lab, runs int) (failoverResult, 
 		t0 := time.Now()
 		c.Proc.Kill()
 		d, err := firstAck(ctx, t0, func(ctx context.Context) error {
-			_, err := cl.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "failover", Role: pki.RoleAgent}, nil)
+			_, err := cl.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: "failover", Role: pki.RoleAgent}, nil)
 			return err
 		})
 		if err != nil {
@@ -220,7 +220,7 @@ func plinthSettled(ctx context.Context, l *lab.Lab) (string, error) {
 			if err != nil {
 				return err
 			}
-			var st server.Status
+			var st wire.Status
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err = cl.Do(rctx, "GET", "/v1/status", nil, &st)
 			cancel()

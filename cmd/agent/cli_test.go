@@ -20,6 +20,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/coordinator"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // execute runs the CLI in-process and returns what it printed.
@@ -70,13 +71,13 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tok server.TokenResponse
+	var tok wire.TokenResponse
 	poll.Until(t, 20*time.Second, "coordinator accepts writes", func() error {
-		_, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "node-1", Role: "agent"}, &tok)
+		_, err := admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: "node-1", Role: "agent"}, &tok)
 		return err
 	})
 	hostYAML := "apiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: node-1}\nspec:\n  roles: [worker]\n  managementAddress: 127.0.0.1\n  interfaces: [{name: plx-none0, mtu: 1400}]\n"
-	if _, err := admin.Do(ctx, "POST", "/v1/apply", server.ApplyRequest{File: "h.yaml", YAML: hostYAML}, nil); err != nil {
+	if _, err := admin.Do(ctx, "POST", "/v1/apply", wire.ApplyRequest{File: "h.yaml", YAML: hostYAML}, nil); err != nil {
 		t.Fatal(err)
 	}
 

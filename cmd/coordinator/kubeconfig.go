@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 func newKubeconfig(g *globals) *cobra.Command {
@@ -27,7 +29,7 @@ keep it like a root password.`,
 				return err
 			}
 			var buf bytes.Buffer
-			if _, err := c.Do(cmd.Context(), "GET", "/v1/kubeconfig", nil, &buf); err != nil {
+			if _, err := c.Do(cmd.Context(), "GET", wire.PathKubeconfig, nil, &buf); err != nil {
 				return err
 			}
 			if file == "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 func (g *globals) client() (*client.Client, error) {
@@ -70,8 +71,8 @@ path), shows the plan, and stores it in the replicated state; agents pick up the
 				if _, err := api.Decode(f, data); err != nil {
 					return err
 				}
-				var resp server.ApplyResponse
-				if _, err := c.Do(cmd.Context(), "POST", "/v1/apply", server.ApplyRequest{File: f, YAML: string(data), DryRun: dryRun}, &resp); err != nil {
+				var resp wire.ApplyResponse
+				if _, err := c.Do(cmd.Context(), "POST", wire.PathApply, wire.ApplyRequest{File: f, YAML: string(data), DryRun: dryRun}, &resp); err != nil {
 					return err
 				}
 				title := "Applied " + f
@@ -161,7 +162,7 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 	switch kind {
 	case "host":
 		var hs []state.HostRecord
-		idx, err := c.Do(ctx, "GET", client.Blocking("/v1/hosts", index, wait), nil, &hs)
+		idx, err := c.Do(ctx, "GET", client.Blocking(wire.PathHosts, index, wait), nil, &hs)
 		if err != nil || (watch && idx == index) {
 			return idx, err
 		}
@@ -181,7 +182,7 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 		})
 	case "site":
 		var s *state.SiteRecord
-		idx, err := c.Do(ctx, "GET", client.Blocking("/v1/site", index, wait), nil, &s)
+		idx, err := c.Do(ctx, "GET", client.Blocking(wire.PathSite, index, wait), nil, &s)
 		if err != nil || (watch && idx == index) {
 			return idx, err
 		}
@@ -194,7 +195,7 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 		})
 	case "step":
 		var steps []plan.Record
-		path := "/v1/steps"
+		path := wire.PathSteps
 		if host != "" {
 			path += "?host=" + host
 		}
@@ -207,7 +208,7 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 		var evs []state.Event
 		after := index
 		// Events are followed by their own IDs, not the store's index.
-		if _, err := c.Do(ctx, "GET", client.Blocking(fmt.Sprintf("/v1/events?after=%d", after), max(index, 1), wait), nil, &evs); err != nil {
+		if _, err := c.Do(ctx, "GET", client.Blocking(fmt.Sprintf(wire.PathEvents+"?after=%d", after), max(index, 1), wait), nil, &evs); err != nil {
 			return index, err
 		}
 		if len(evs) == 0 {
@@ -223,7 +224,7 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 		})
 	case "token":
 		var ts []state.TokenRecord
-		if _, err := c.Do(ctx, "GET", "/v1/tokens?consistent", nil, &ts); err != nil {
+		if _, err := c.Do(ctx, "GET", wire.PathTokens+"?consistent", nil, &ts); err != nil {
 			return 0, err
 		}
 		return 0, g.emit(w, ts, func(tw *tabwriter.Writer) {
@@ -289,7 +290,7 @@ func newDescribe(g *globals) *cobra.Command {
 				return err
 			}
 			var d server.HostDetail
-			if _, err := c.Do(cmd.Context(), "GET", "/v1/hosts/"+args[1], nil, &d); err != nil {
+			if _, err := c.Do(cmd.Context(), "GET", wire.PathHosts+"/"+args[1], nil, &d); err != nil {
 				return err
 			}
 			return g.emit(cmd.OutOrStdout(), d, func(tw *tabwriter.Writer) {
@@ -343,8 +344,8 @@ of the token's secret is stored.`,
 			if err != nil {
 				return err
 			}
-			var resp server.TokenResponse
-			if _, err := c.Do(cmd.Context(), "POST", "/v1/tokens", server.TokenRequest{Name: args[0], Role: tokenRole, TTL: ttl}, &resp); err != nil {
+			var resp wire.TokenResponse
+			if _, err := c.Do(cmd.Context(), "POST", wire.PathTokens, wire.TokenRequest{Name: args[0], Role: tokenRole, TTL: ttl}, &resp); err != nil {
 				return err
 			}
 			return g.emit(cmd.OutOrStdout(), resp, func(tw *tabwriter.Writer) {
@@ -376,7 +377,7 @@ func newRetry(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.Do(cmd.Context(), "POST", "/v1/retry", server.RetryRequest{ID: args[0]}, nil); err != nil {
+			if _, err := c.Do(cmd.Context(), "POST", wire.PathRetry, wire.RetryRequest{ID: args[0]}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "step %s will run again\n", args[0])
@@ -399,7 +400,7 @@ func newDelete(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.Do(cmd.Context(), "DELETE", "/v1/hosts/"+args[1], nil, nil); err != nil {
+			if _, err := c.Do(cmd.Context(), "DELETE", wire.PathHosts+"/"+args[1], nil, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "host %s deleted\n", args[1])
@@ -419,8 +420,8 @@ func newMembers(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ms []server.Member
-			if _, err := c.Do(cmd.Context(), "GET", "/v1/members", nil, &ms); err != nil {
+			var ms []wire.Member
+			if _, err := c.Do(cmd.Context(), "GET", wire.PathMembers, nil, &ms); err != nil {
 				return err
 			}
 			sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
@@ -455,7 +456,7 @@ func newSnapshot(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			idx, err := c.Do(cmd.Context(), "GET", "/v1/snapshot?consistent", nil, io.Writer(f))
+			idx, err := c.Do(cmd.Context(), "GET", wire.PathSnapshot+"?consistent", nil, io.Writer(f))
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -484,7 +485,7 @@ func newSnapshot(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.Do(cmd.Context(), "POST", "/v1/snapshot", data, nil); err != nil {
+			if _, err := c.Do(cmd.Context(), "POST", wire.PathSnapshot, data, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "restored state from %s\n", args[0])

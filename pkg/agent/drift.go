@@ -11,12 +11,12 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // driftCheckable reports whether a step is finished with its current inputs, so
 // re-observing it can find drift.
-func driftCheckable(st server.AgentStep) bool {
+func driftCheckable(st wire.AgentStep) bool {
 	return st.State == plan.Succeeded && st.AppliedHash != "" && st.AppliedHash == st.InputsHash
 }
 
@@ -113,8 +113,8 @@ func (a *agent) checkDrift(ctx context.Context) {
 		if !a.drift.shouldReport(st.ID, st.AppliedHash, changes) {
 			continue
 		}
-		rep := server.StepReport{ID: st.ID, InputsHash: st.AppliedHash, Changes: changes}
-		_, err = a.do(ctx, "POST", "/v1/agent/drift", rep, nil)
+		rep := wire.StepReport{ID: st.ID, InputsHash: st.AppliedHash, Changes: changes}
+		_, err = a.do(ctx, "POST", wire.PathAgentDrift, rep, nil)
 		switch {
 		case err == nil:
 			a.drift.record(st.ID, st.AppliedHash, changes)
@@ -130,7 +130,7 @@ func (a *agent) checkDrift(ctx context.Context) {
 }
 
 // check is driver.Check under the driver lock, with a panic turned into an error.
-func (a *agent) check(ctx context.Context, d driver.Driver, st server.AgentStep) (changes []string, err error) {
+func (a *agent) check(ctx context.Context, d driver.Driver, st wire.AgentStep) (changes []string, err error) {
 	a.execMu.Lock()
 	defer a.execMu.Unlock()
 	defer func() {

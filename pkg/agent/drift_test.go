@@ -4,19 +4,19 @@ import (
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 func TestDriftCheckable(t *testing.T) {
 	for _, tc := range []struct {
-		st   server.AgentStep
+		st   wire.AgentStep
 		want bool
 	}{
-		{server.AgentStep{State: plan.Succeeded, InputsHash: "a", AppliedHash: "a"}, true},
-		{server.AgentStep{State: plan.Succeeded, InputsHash: "b", AppliedHash: "a"}, false}, // new inputs pending
-		{server.AgentStep{State: plan.Succeeded, InputsHash: "", AppliedHash: ""}, false},
-		{server.AgentStep{State: plan.Running, InputsHash: "a", AppliedHash: "a"}, false},
-		{server.AgentStep{State: plan.Failed, InputsHash: "a", AppliedHash: "a"}, false},
+		{wire.AgentStep{State: plan.Succeeded, InputsHash: "a", AppliedHash: "a"}, true},
+		{wire.AgentStep{State: plan.Succeeded, InputsHash: "b", AppliedHash: "a"}, false}, // new inputs pending
+		{wire.AgentStep{State: plan.Succeeded, InputsHash: "", AppliedHash: ""}, false},
+		{wire.AgentStep{State: plan.Running, InputsHash: "a", AppliedHash: "a"}, false},
+		{wire.AgentStep{State: plan.Failed, InputsHash: "a", AppliedHash: "a"}, false},
 	} {
 		if got := driftCheckable(tc.st); got != tc.want {
 			t.Errorf("driftCheckable(%+v) = %v", tc.st, got)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // factsLoop gathers the host's facts at start and every FactsInterval, and posts
@@ -44,7 +44,7 @@ func (a *agent) reportFacts(ctx context.Context, posted string) (string, error) 
 	if err != nil {
 		return posted, err
 	}
-	if _, err := a.do(ctx, "POST", "/v1/agent/facts", server.FactsReport{Facts: raw, Hash: h}, nil); err != nil {
+	if _, err := a.do(ctx, "POST", wire.PathAgentFacts, wire.FactsReport{Facts: raw, Hash: h}, nil); err != nil {
 		return posted, err
 	}
 	a.log.Info("facts reported", "hash", h)

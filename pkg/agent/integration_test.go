@@ -22,6 +22,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // fakeNet stands in for host.network: it "configures" by remembering the inputs it
@@ -164,9 +165,9 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 	}
 
 	// Enrol node-1.
-	var tok server.TokenResponse
+	var tok wire.TokenResponse
 	poll.Until(t, 20*time.Second, "coordinator accepts writes", func() error {
-		_, err := admin.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "node-1", Role: "agent", TTL: time.Hour}, &tok)
+		_, err := admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: "node-1", Role: "agent", TTL: time.Hour}, &tok)
 		return err
 	})
 	apply(t, ctx, admin, hostYAML(9000))
@@ -353,8 +354,8 @@ func (n *notes) has(s string) bool {
 
 func apply(t *testing.T, ctx context.Context, admin *client.Client, yaml string) {
 	t.Helper()
-	var resp server.ApplyResponse
-	if _, err := admin.Do(ctx, "POST", "/v1/apply", server.ApplyRequest{File: "hosts.yaml", YAML: yaml}, &resp); err != nil {
+	var resp wire.ApplyResponse
+	if _, err := admin.Do(ctx, "POST", "/v1/apply", wire.ApplyRequest{File: "hosts.yaml", YAML: yaml}, &resp); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	t.Logf("apply: %s", strings.Join(resp.Plan, "; "))

@@ -15,10 +15,15 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Pending is a step result that has been written to disk but not yet accepted by a
 // coordinator. It survives a crash so that a finished run is reported once.
+//
+// It is the agent's own file format, not a message, so it is kept apart from
+// wire.StepReport: it adds Seq and SavedAt (replay in order), Kind (logs), and its
+// Result is always present. Report is the one conversion to what is sent.
 type Pending struct {
 	// Seq orders pending results in the order they were produced.
 	Seq        int64         `json:"seq"`
@@ -28,6 +33,11 @@ type Pending struct {
 	RunID      string        `json:"runID,omitempty"`
 	Result     driver.Result `json:"result"`
 	SavedAt    time.Time     `json:"savedAt"`
+}
+
+// Report is the result report this pending result is delivered as.
+func (p Pending) Report() wire.StepReport {
+	return wire.StepReport{ID: p.ID, InputsHash: p.InputsHash, RunID: p.RunID, Result: &p.Result}
 }
 
 // pendingStore keeps one file per step in a directory (0700, files 0600: outputs

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // configLoop refreshes the coordinator addresses, gossip seeds and gossip key from
@@ -27,8 +27,8 @@ func (a *agent) configLoop(ctx context.Context) error {
 }
 
 func (a *agent) refreshConfig(ctx context.Context) error {
-	var cfg server.AgentConfig
-	if _, err := a.do(ctx, "GET", "/v1/agent/config", nil, &cfg); err != nil {
+	var cfg wire.AgentConfig
+	if _, err := a.do(ctx, "GET", wire.PathAgentConfig, nil, &cfg); err != nil {
 		return err
 	}
 	if len(cfg.GossipKey) > 0 {

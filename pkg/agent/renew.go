@@ -8,7 +8,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // renewAt is half-way through the certificate's lifetime, counted from since when
@@ -70,8 +70,8 @@ func (a *agent) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var resp server.CertResponse
-	if _, err := a.do(ctx, "POST", "/v1/agent/renew", server.RenewRequest{CSR: string(csr)}, &resp); err != nil {
+	var resp wire.CertResponse
+	if _, err := a.do(ctx, "POST", wire.PathAgentRenew, wire.RenewRequest{CSR: string(csr)}, &resp); err != nil {
 		return fmt.Errorf("agent: renew: %w", err)
 	}
 	cert, err := pki.ParseCert([]byte(resp.Cert))

@@ -14,7 +14,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/host"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // MemberName is the gossip name of a host's agent; the coordinator leader maps it
@@ -47,7 +47,7 @@ type agent struct {
 	cert     *x509.Certificate
 	seeds    []string
 	key      []byte // gossip key; nil until known
-	snap     *server.AgentSteps
+	snap     *wire.AgentSteps
 	keyReady chan struct{} // closed once key is known
 
 	ready     chan struct{} // closed after the first successful steps fetch

@@ -7,20 +7,20 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Status is what `plinth-agent status` shows: the local identity and, if a
 // coordinator answers, this host's steps.
 type Status struct {
-	Name              string             `json:"name"`
-	Serial            string             `json:"serial"`
-	NotAfter          time.Time          `json:"notAfter"`
-	RenewAt           time.Time          `json:"renewAt"`
-	Coordinators      []string           `json:"coordinators"`
-	PendingResults    []string           `json:"pendingResults,omitempty"`
-	DriftCheckSeconds int                `json:"driftCheckSeconds,omitempty"`
-	Steps             []server.AgentStep `json:"steps"`
+	Name              string           `json:"name"`
+	Serial            string           `json:"serial"`
+	NotAfter          time.Time        `json:"notAfter"`
+	RenewAt           time.Time        `json:"renewAt"`
+	Coordinators      []string         `json:"coordinators"`
+	PendingResults    []string         `json:"pendingResults,omitempty"`
+	DriftCheckSeconds int              `json:"driftCheckSeconds,omitempty"`
+	Steps             []wire.AgentStep `json:"steps"`
 	// StepsError says why Steps is empty when no coordinator answered.
 	StepsError string `json:"stepsError,omitempty"`
 }
@@ -44,7 +44,7 @@ func GetStatus(ctx context.Context, stateDir string) (Status, error) {
 		return Status{}, err
 	}
 	st := Status{Name: id.Name, Serial: cert.SerialNumber.Text(16), NotAfter: cert.NotAfter,
-		RenewAt: renewAt(cert, time.Time{}), Coordinators: id.Coordinators, Steps: []server.AgentStep{}}
+		RenewAt: renewAt(cert, time.Time{}), Coordinators: id.Coordinators, Steps: []wire.AgentStep{}}
 	if ps, _ := newPendingStore(filepath.Join(stateDir, pendingDir)).List(); len(ps) > 0 {
 		for _, p := range ps {
 			st.PendingResults = append(st.PendingResults, p.ID)
@@ -56,8 +56,8 @@ func GetStatus(ctx context.Context, stateDir string) (Status, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var steps server.AgentSteps
-	if _, err := client.New(id.Coordinators, tc).Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil {
+	var steps wire.AgentSteps
+	if _, err := client.New(id.Coordinators, tc).Do(ctx, "GET", wire.PathAgentSteps, nil, &steps); err != nil {
 		st.StepsError = err.Error()
 		return st, nil
 	}

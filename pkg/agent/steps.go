@@ -12,14 +12,14 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Runnable returns the steps the agent should run at now, in the order given: those
 // plan.Record.Runnable accepts (Ready, Running — a run cut short by a crash — and
 // Failed once RetryAt has passed).
-func Runnable(steps []server.AgentStep, now time.Time) []server.AgentStep {
-	var out []server.AgentStep
+func Runnable(steps []wire.AgentStep, now time.Time) []wire.AgentStep {
+	var out []wire.AgentStep
 	for _, s := range steps {
 		if (plan.Record{State: s.State, RetryAt: s.RetryAt}).Runnable(now) {
 			out = append(out, s)
@@ -31,7 +31,7 @@ func Runnable(steps []server.AgentStep, now time.Time) []server.AgentStep {
 // nextWait is how long a blocking query may wait: at most limit, and no longer than
 // until the earliest future retry of a Failed step, so retries run on time without
 // a change on the coordinator to wake the query.
-func nextWait(steps []server.AgentStep, now time.Time, limit time.Duration) time.Duration {
+func nextWait(steps []wire.AgentStep, now time.Time, limit time.Duration) time.Duration {
 	w := limit
 	for _, s := range steps {
 		if s.State == plan.Failed && s.RetryAt.After(now) {
@@ -95,11 +95,11 @@ func (a *agent) stepLoop(ctx context.Context) error {
 	return nil
 }
 
-func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration) (server.AgentSteps, uint64, error) {
+func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration) (wire.AgentSteps, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
 	defer cancel()
-	var out server.AgentSteps
-	idx, err := a.client().Do(ctx, "GET", client.Blocking("/v1/agent/steps", index, wait), nil, &out)
+	var out wire.AgentSteps
+	idx, err := a.client().Do(ctx, "GET", client.Blocking(wire.PathAgentSteps, index, wait), nil, &out)
 	if err != nil {
 		return out, 0, fmt.Errorf("agent: fetch steps: %w", err)
 	}
@@ -109,26 +109,26 @@ func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration
 	return out, idx, nil
 }
 
-func (a *agent) snapshot() (server.AgentSteps, bool) {
+func (a *agent) snapshot() (wire.AgentSteps, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.snap == nil {
-		return server.AgentSteps{}, false
+		return wire.AgentSteps{}, false
 	}
 	return *a.snap, true
 }
 
-func (a *agent) setSnapshot(s server.AgentSteps) {
+func (a *agent) setSnapshot(s wire.AgentSteps) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.snap = &s
 }
 
 // runStep tells the coordinator the step starts, runs it and reports the result.
-func (a *agent) runStep(ctx context.Context, st server.AgentStep) outcome {
+func (a *agent) runStep(ctx context.Context, st wire.AgentStep) outcome {
 	runID := newRunID()
 	log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash, "run", runID)
-	err := a.postRetry(ctx, "/v1/agent/start", server.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: runID})
+	err := a.postRetry(ctx, wire.PathAgentStart, wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: runID})
 	switch {
 	case ctx.Err() != nil:
 		return ranStep
@@ -176,7 +176,7 @@ func newRunID() string {
 
 // execute runs the step with its driver; a missing driver or a driver panic becomes a
 // failed result rather than a crash loop.
-func (a *agent) execute(ctx context.Context, st server.AgentStep) (res driver.Result) {
+func (a *agent) execute(ctx context.Context, st wire.AgentStep) (res driver.Result) {
 	d, ok := a.cfg.Registry.Get(st.Kind)
 	if !ok {
 		return driver.Result{Error: fmt.Sprintf("no driver for kind %s on this agent", st.Kind)}
@@ -223,8 +223,7 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 				return ranStep
 			}
 		}
-		rep := server.StepReport{ID: p.ID, InputsHash: p.InputsHash, RunID: p.RunID, Result: &p.Result}
-		_, err := a.do(ctx, "POST", "/v1/agent/result", rep, nil)
+		_, err := a.do(ctx, "POST", wire.PathAgentResult, p.Report(), nil)
 		switch {
 		case err == nil:
 			log.Info("result reported", "ok", p.Result.OK())
@@ -251,8 +250,8 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 
 // awaitsResult asks the coordinator whether the step is Running with p's inputs.
 func (a *agent) awaitsResult(ctx context.Context, p Pending) (bool, error) {
-	var st server.AgentStep
-	if _, err := a.do(ctx, "GET", "/v1/agent/steps/"+p.ID, nil, &st); err != nil {
+	var st wire.AgentStep
+	if _, err := a.do(ctx, "GET", wire.PathAgentSteps+"/"+p.ID, nil, &st); err != nil {
 		return false, err
 	}
 	return st.State == plan.Running && st.InputsHash == p.InputsHash, nil

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 func TestRunnable(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	steps := []server.AgentStep{
+	steps := []wire.AgentStep{
 		{ID: "h/pending", State: plan.Pending},
 		{ID: "h/ready", State: plan.Ready},
 		{ID: "h/succeeded", State: plan.Succeeded},
@@ -40,18 +40,18 @@ func TestNextWait(t *testing.T) {
 	limit := 30 * time.Second
 	for _, tc := range []struct {
 		name  string
-		steps []server.AgentStep
+		steps []wire.AgentStep
 		want  time.Duration
 	}{
-		{"nothing to retry", []server.AgentStep{{State: plan.Ready}, {State: plan.Succeeded}}, limit},
-		{"retry soon", []server.AgentStep{{State: plan.Failed, RetryAt: now.Add(2 * time.Second)}}, 2*time.Second + 50*time.Millisecond},
-		{"earliest wins", []server.AgentStep{
+		{"nothing to retry", []wire.AgentStep{{State: plan.Ready}, {State: plan.Succeeded}}, limit},
+		{"retry soon", []wire.AgentStep{{State: plan.Failed, RetryAt: now.Add(2 * time.Second)}}, 2*time.Second + 50*time.Millisecond},
+		{"earliest wins", []wire.AgentStep{
 			{State: plan.Failed, RetryAt: now.Add(9 * time.Second)},
 			{State: plan.Failed, RetryAt: now.Add(3 * time.Second)},
 		}, 3*time.Second + 50*time.Millisecond},
-		{"retry after the limit", []server.AgentStep{{State: plan.Failed, RetryAt: now.Add(time.Hour)}}, limit},
-		{"already due is not waited for", []server.AgentStep{{State: plan.Failed, RetryAt: now.Add(-time.Second)}}, limit},
-		{"blocked has no timer", []server.AgentStep{{State: plan.Blocked, RetryAt: now.Add(time.Second)}}, limit},
+		{"retry after the limit", []wire.AgentStep{{State: plan.Failed, RetryAt: now.Add(time.Hour)}}, limit},
+		{"already due is not waited for", []wire.AgentStep{{State: plan.Failed, RetryAt: now.Add(-time.Second)}}, limit},
+		{"blocked has no timer", []wire.AgentStep{{State: plan.Blocked, RetryAt: now.Add(time.Second)}}, limit},
 	} {
 		if got := nextWait(tc.steps, now, limit); got != tc.want {
 			t.Errorf("%s: nextWait = %v, want %v", tc.name, got, tc.want)

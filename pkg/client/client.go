@@ -23,6 +23,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Client calls the coordinator API.
@@ -162,10 +163,7 @@ func (c *Client) once(ctx context.Context, addr, method, path string, body []byt
 	defer resp.Body.Close()
 	idx, _ := strconv.ParseUint(resp.Header.Get("X-Plinth-Index"), 10, 64)
 	if resp.StatusCode != http.StatusOK {
-		var eb struct {
-			Error  string           `json:"error"`
-			Fields []api.FieldError `json:"fields"`
-		}
+		var eb wire.ErrorBody
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(raw, &eb) != nil || eb.Error == "" {
 			eb.Error = strings.TrimSpace(string(raw))

@@ -8,17 +8,17 @@ import (
 	"net"
 
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Enroll presents a token at the first reachable join address, pinning the CA
 // fingerprint the token carries. It is shared by coordinators and agents.
-func Enroll(ctx context.Context, joinAddrs []string, tok pki.Token, key crypto.Signer, name string, ips []net.IP) (*server.EnrollResponse, error) {
+func Enroll(ctx context.Context, joinAddrs []string, tok pki.Token, key crypto.Signer, name string, ips []net.IP) (*wire.EnrollResponse, error) {
 	csr, err := pki.NewCSR(key, name, ips, nil)
 	if err != nil {
 		return nil, err
 	}
-	req := server.EnrollRequest{Token: tok.String(), Name: name, CSR: string(csr)}
+	req := wire.EnrollRequest{Token: tok.String(), Name: name, CSR: string(csr)}
 	var lastErr error
 	for _, addr := range joinAddrs {
 		host, _, err := net.SplitHostPort(addr)
@@ -29,8 +29,8 @@ func Enroll(ctx context.Context, joinAddrs []string, tok pki.Token, key crypto.S
 		if err != nil {
 			return nil, err
 		}
-		var resp server.EnrollResponse
-		_, err = New([]string{addr}, tc).Do(ctx, "POST", "/v1/enroll", req, &resp)
+		var resp wire.EnrollResponse
+		_, err = New([]string{addr}, tc).Do(ctx, "POST", wire.PathEnroll, req, &resp)
 		if err == nil {
 			if _, err := checkIssued(resp, name); err != nil {
 				return nil, err
@@ -45,7 +45,7 @@ func Enroll(ctx context.Context, joinAddrs []string, tok pki.Token, key crypto.S
 	return nil, fmt.Errorf("enrolment failed: no coordinator accepted the token: %w", lastErr)
 }
 
-func checkIssued(resp server.EnrollResponse, name string) (*x509.Certificate, error) {
+func checkIssued(resp wire.EnrollResponse, name string) (*x509.Certificate, error) {
 	cert, err := pki.ParseCert([]byte(resp.Cert))
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // RunOptions are process-level hooks for Run.
@@ -179,14 +180,14 @@ func (d *daemon) admission(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	req := server.RaftJoinRequest{Name: d.cfg.Name, RaftAddr: d.cfg.RaftAddr, APIAddr: d.cfg.APIAddr, GossipAddr: d.cfg.GossipAddr, Witness: d.cfg.Witness}
+	req := wire.RaftJoinRequest{Name: d.cfg.Name, RaftAddr: d.cfg.RaftAddr, APIAddr: d.cfg.APIAddr, GossipAddr: d.cfg.GossipAddr, Witness: d.cfg.Witness}
 	delay := 200 * time.Millisecond
 	for {
 		if d.isMember() {
 			return nil
 		}
 		for _, peer := range d.cfg.Peers {
-			_, err := client.New([]string{peer}, tc).Do(ctx, "POST", "/v1/internal/raft-join", req, nil)
+			_, err := client.New([]string{peer}, tc).Do(ctx, "POST", wire.PathRaftJoin, req, nil)
 			if err == nil {
 				d.log.Info("admitted to the cluster", "via", peer)
 				return nil

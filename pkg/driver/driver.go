@@ -39,7 +39,10 @@ type Outputter interface {
 	Outputs(ctx context.Context, inputs json.RawMessage) (map[string]string, error)
 }
 
-// Result is what the agent reports for one run of a step.
+// Result is what the agent reports for one run of a step. It is the one type for
+// that meaning from end to end: wire.StepReport carries it to a coordinator,
+// state.StepResult into the log, plan.Finish reads it and plan.Record.LastResult
+// keeps it. It lives here, below all of them, because plan and state need it.
 type Result struct {
 	// Changes lists what was applied (or, for a check, what has drifted).
 	Changes []string          `json:"changes,omitempty"`

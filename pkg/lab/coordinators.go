@@ -15,7 +15,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Lab is one lab site: its directory, binaries and everything it started.
@@ -258,7 +258,7 @@ func (l *Lab) WaitReady(ctx context.Context, c *Coordinator, timeout time.Durati
 		if c.Proc != nil && !c.Proc.Alive() {
 			return fmt.Errorf("lab: coordinator %s exited: %v (log %s)", c.Name, c.Proc.Err(), c.Proc.LogPath)
 		}
-		var st server.Status
+		var st wire.Status
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := cl.Do(rctx, "GET", "/v1/status", nil, &st)
 		cancel()
@@ -288,7 +288,7 @@ func (l *Lab) Leader(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		var st server.Status
+		var st wire.Status
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err = cl.Do(rctx, "GET", "/v1/status", nil, &st)
 		cancel()

@@ -13,24 +13,11 @@ import (
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
-// ApplyRequest carries a manifest file to apply.
-type ApplyRequest struct {
-	File   string `json:"file"`
-	YAML   string `json:"yaml"`
-	DryRun bool   `json:"dryRun,omitempty"`
-}
-
-// ApplyResponse says what the apply changed (or, with DryRun, would change).
-type ApplyResponse struct {
-	DryRun bool     `json:"dryRun,omitempty"`
-	Plan   []string `json:"plan"`
-	Index  uint64   `json:"index,omitempty"`
-}
-
 func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
-	var req ApplyRequest
+	var req wire.ApplyRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
@@ -49,13 +36,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.DryRun {
-		writeJSON(w, http.StatusOK, ApplyResponse{DryRun: true, Plan: diff})
+		writeJSON(w, http.StatusOK, wire.ApplyResponse{DryRun: true, Plan: diff})
 		return nil
 	}
 	if _, err := s.commit(r.Context(), cmd); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ApplyResponse{Plan: diff, Index: s.cfg.Store.Index()})
+	writeJSON(w, http.StatusOK, wire.ApplyResponse{Plan: diff, Index: s.cfg.Store.Index()})
 	return nil
 }
 
@@ -80,7 +67,9 @@ func (s *Server) getHosts(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// HostDetail is a host with its steps and recent events, for `describe host`.
+// HostDetail is a host with its steps and recent events, for `describe host`. It
+// stays here rather than in pkg/wire because its parts are pkg/state records, and
+// pkg/state links Raft, which the agent must not.
 type HostDetail struct {
 	Host   state.HostRecord `json:"host"`
 	Steps  []plan.Record    `json:"steps"`
@@ -133,13 +122,8 @@ func (s *Server) getSteps(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// RetryRequest names a step to retry.
-type RetryRequest struct {
-	ID string `json:"id"`
-}
-
 func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
-	var req RetryRequest
+	var req wire.RetryRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
@@ -170,24 +154,8 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// TokenRequest asks for a join token.
-type TokenRequest struct {
-	Name string        `json:"name"`
-	Role string        `json:"role"`
-	TTL  time.Duration `json:"ttl"`
-}
-
-// TokenResponse carries the printable token; the secret is never stored.
-type TokenResponse struct {
-	Token   string    `json:"token"`
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Role    string    `json:"role"`
-	Expires time.Time `json:"expires"`
-}
-
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
-	var req TokenRequest
+	var req wire.TokenRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
@@ -212,7 +180,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err := s.propose(r.Context(), state.CmdCreateToken, state.CreateToken{Token: rec}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, TokenResponse{Token: tok.String(), ID: tok.ID, Name: tok.Name, Role: tok.Role, Expires: tok.Expires})
+	writeJSON(w, http.StatusOK, wire.TokenResponse{Token: tok.String(), ID: tok.ID, Name: tok.Name, Role: tok.Role, Expires: tok.Expires})
 	return nil
 }
 
@@ -229,16 +197,6 @@ func (s *Server) getTokens(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// Member is one coordinator as `members` shows it.
-type Member struct {
-	Name     string `json:"name"`
-	RaftAddr string `json:"raftAddr"`
-	APIAddr  string `json:"apiAddr,omitempty"`
-	Suffrage string `json:"suffrage"`
-	Leader   bool   `json:"leader"`
-	Witness  bool   `json:"witness"`
-}
-
 func (s *Server) members(w http.ResponseWriter, r *http.Request) error {
 	ms, err := s.cfg.Raft.Members()
 	if err != nil {
@@ -250,26 +208,18 @@ func (s *Server) members(w http.ResponseWriter, r *http.Request) error {
 			byName[c.Name] = c
 		}
 	})
-	out := make([]Member, 0, len(ms))
+	out := make([]wire.Member, 0, len(ms))
 	for _, m := range ms {
 		c := byName[m.ID]
-		out = append(out, Member{Name: m.ID, RaftAddr: m.Addr, APIAddr: c.APIAddr, Suffrage: m.Suffrage, Leader: m.Leader, Witness: c.Witness})
+		out = append(out, wire.Member{Name: m.ID, RaftAddr: m.Addr, APIAddr: c.APIAddr, Suffrage: m.Suffrage, Leader: m.Leader, Witness: c.Witness})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// Status is this coordinator's view of the cluster.
-type Status struct {
-	Name         string `json:"name"`
-	State        string `json:"state"`
-	Leader       string `json:"leader"`
-	AppliedIndex uint64 `json:"appliedIndex"`
-}
-
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	id, _ := s.cfg.Raft.Leader()
-	writeJSON(w, http.StatusOK, Status{Name: s.cfg.Name, State: s.cfg.Raft.State(), Leader: id, AppliedIndex: s.cfg.Store.Index()})
+	writeJSON(w, http.StatusOK, wire.Status{Name: s.cfg.Name, State: s.cfg.Raft.State(), Leader: id, AppliedIndex: s.cfg.Store.Index()})
 	return nil
 }
 

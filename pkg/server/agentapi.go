@@ -11,36 +11,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
-
-// AgentStep is a step as its agent sees it.
-type AgentStep struct {
-	ID          string          `json:"id"`
-	Kind        string          `json:"kind"`
-	Inputs      json.RawMessage `json:"inputs,omitempty"`
-	InputsHash  string          `json:"inputsHash"`
-	State       plan.State      `json:"state"`
-	RetryAt     time.Time       `json:"retryAt,omitempty"`
-	AppliedHash string          `json:"appliedHash,omitempty"`
-	Attempts    int             `json:"attempts,omitempty"`
-}
-
-// AgentSteps is the answer to an agent's blocking query.
-type AgentSteps struct {
-	Host  string      `json:"host"`
-	Steps []AgentStep `json:"steps"`
-	// DriftCheckSeconds is how often the agent re-observes finished steps.
-	DriftCheckSeconds int `json:"driftCheckSeconds"`
-}
 
 func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 	host := identity(r).Name
 	return s.block(w, r, func(v state.View) (any, uint64) {
-		out := AgentSteps{Host: host, Steps: []AgentStep{}, DriftCheckSeconds: 60}
+		out := wire.AgentSteps{Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: 60}
 		if site, ok := v.Site(); ok && site.Site.Spec.Policy.DriftCheckSeconds > 0 {
 			out.DriftCheckSeconds = site.Site.Spec.Policy.DriftCheckSeconds
 		}
@@ -56,10 +36,7 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
 				continue
 			}
-			out.Steps = append(out.Steps, AgentStep{
-				ID: st.ID, Kind: st.Kind, Inputs: inputs, InputsHash: st.InputsHash,
-				State: st.State, RetryAt: st.RetryAt, AppliedHash: st.AppliedHash, Attempts: st.Attempts,
-			})
+			out.Steps = append(out.Steps, wire.AgentStepFrom(st, inputs))
 		}
 		return out, idx
 	})
@@ -144,7 +121,7 @@ func (s *Server) agentStep(w http.ResponseWriter, r *http.Request) error {
 	if rerr != nil {
 		return &httpError{http.StatusConflict, "step " + rec.ID + ": " + rerr.Error()}
 	}
-	writeJSON(w, http.StatusOK, AgentStep{ID: rec.ID, Kind: rec.Kind, Inputs: inputs, InputsHash: rec.InputsHash, State: rec.State, RetryAt: rec.RetryAt, AppliedHash: rec.AppliedHash})
+	writeJSON(w, http.StatusOK, wire.AgentStepFrom(rec, inputs))
 	return nil
 }
 
@@ -165,19 +142,8 @@ func (s *Server) stepOwner(id string) string {
 	return host
 }
 
-// StepReport is an agent's report about one of its steps.
-type StepReport struct {
-	ID         string `json:"id"`
-	InputsHash string `json:"inputsHash"`
-	// RunID names one run of the step (agent-chosen), so a result delivered twice is
-	// counted once.
-	RunID   string         `json:"runID,omitempty"`
-	Result  *driver.Result `json:"result,omitempty"`
-	Changes []string       `json:"changes,omitempty"`
-}
-
-func (s *Server) agentReport(r *http.Request) (StepReport, error) {
-	var rep StepReport
+func (s *Server) agentReport(r *http.Request) (wire.StepReport, error) {
+	var rep wire.StepReport
 	if err := readJSON(r, &rep); err != nil {
 		return rep, err
 	}
@@ -242,14 +208,8 @@ func (s *Server) agentDrift(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// FactsReport carries host facts and their hash.
-type FactsReport struct {
-	Facts json.RawMessage `json:"facts"`
-	Hash  string          `json:"hash"`
-}
-
 func (s *Server) agentFacts(w http.ResponseWriter, r *http.Request) error {
-	var rep FactsReport
+	var rep wire.FactsReport
 	if err := readJSON(r, &rep); err != nil {
 		return err
 	}
@@ -268,19 +228,8 @@ func (s *Server) agentFacts(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// RenewRequest carries a CSR for a fresh certificate with the same identity.
-type RenewRequest struct {
-	CSR string `json:"csr"`
-}
-
-// CertResponse carries a signed certificate.
-type CertResponse struct {
-	Cert string `json:"cert"`
-	CA   string `json:"ca"`
-}
-
 func (s *Server) agentRenew(w http.ResponseWriter, r *http.Request) error {
-	var req RenewRequest
+	var req wire.RenewRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
@@ -293,15 +242,8 @@ func (s *Server) agentRenew(w http.ResponseWriter, r *http.Request) error {
 	if err := s.propose(r.Context(), state.CmdRenewIdentity, body); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, CertResponse{Cert: string(certPEM), CA: string(s.cfg.CA.CertPEM)})
+	writeJSON(w, http.StatusOK, wire.CertResponse{Cert: string(certPEM), CA: string(s.cfg.CA.CertPEM)})
 	return nil
-}
-
-// AgentConfig is what an agent needs beyond its certificate.
-type AgentConfig struct {
-	Coordinators []string `json:"coordinators"`
-	GossipSeeds  []string `json:"gossipSeeds"`
-	GossipKey    []byte   `json:"gossipKey,omitempty"`
 }
 
 func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) error {
@@ -316,8 +258,8 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) error {
 // GossipKeySecret names the sealed gossip encryption key in the secrets table.
 const GossipKeySecret = "gossip-key"
 
-func (s *Server) agentConfigFor() (AgentConfig, error) {
-	var out AgentConfig
+func (s *Server) agentConfigFor() (wire.AgentConfig, error) {
+	var out wire.AgentConfig
 	var sealed state.SecretRecord
 	var ok bool
 	s.cfg.Store.Read(func(v state.View) {
@@ -339,24 +281,6 @@ func (s *Server) agentConfigFor() (AgentConfig, error) {
 	return out, nil
 }
 
-// EnrollRequest is sent by a host joining with a token, over the join port.
-type EnrollRequest struct {
-	Token string   `json:"token"`
-	Name  string   `json:"name"`
-	CSR   string   `json:"csr"`
-	IPs   []string `json:"ips,omitempty"`
-}
-
-// EnrollResponse hands the new member its identity and what it needs to take part.
-type EnrollResponse struct {
-	Cert   string      `json:"cert"`
-	CA     string      `json:"ca"`
-	Config AgentConfig `json:"config"`
-	// Coordinators joining the cluster also receive the keys every coordinator holds.
-	CAKey   string `json:"caKey,omitempty"`
-	DataKey []byte `json:"dataKey,omitempty"`
-}
-
 // CoordinatorCertTTL is the lifetime of coordinator certificates.
 const CoordinatorCertTTL = 365 * 24 * time.Hour
 
@@ -372,7 +296,7 @@ func (s *Server) doEnroll(w http.ResponseWriter, r *http.Request) error {
 	if !s.enrolLimit.allow(r.RemoteAddr, time.Now()) {
 		return &httpError{http.StatusTooManyRequests, "too many enrolment attempts from this address; wait a few seconds"}
 	}
-	var req EnrollRequest
+	var req wire.EnrollRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
@@ -408,7 +332,7 @@ func (s *Server) doEnroll(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := EnrollResponse{Cert: string(certPEM), CA: string(s.cfg.CA.CertPEM), Config: cfg}
+	resp := wire.EnrollResponse{Cert: string(certPEM), CA: string(s.cfg.CA.CertPEM), Config: cfg}
 	if tok.Role == pki.RoleCoordinator {
 		keyPEM, err := pki.EncodeKey(s.cfg.CA.Key)
 		if err != nil {
@@ -430,17 +354,8 @@ func (s *Server) recordRefusal(r *http.Request, name, reason, msg string) {
 	}
 }
 
-// RaftJoinRequest asks the leader to add the calling coordinator as a voter.
-type RaftJoinRequest struct {
-	Name       string `json:"name"`
-	RaftAddr   string `json:"raftAddr"`
-	APIAddr    string `json:"apiAddr"`
-	GossipAddr string `json:"gossipAddr,omitempty"`
-	Witness    bool   `json:"witness,omitempty"`
-}
-
 func (s *Server) raftJoin(w http.ResponseWriter, r *http.Request) error {
-	var req RaftJoinRequest
+	var req wire.RaftJoinRequest
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // A request body over the limit is refused with 413 and the limit, not with a
@@ -13,7 +15,7 @@ import (
 func TestReadJSONNamesTheLimit(t *testing.T) {
 	body := `{"file": "big.yaml", "yaml": "` + strings.Repeat("x", maxBody) + `"}`
 	r := httptest.NewRequest(http.MethodPost, "/v1/apply", strings.NewReader(body))
-	var req ApplyRequest
+	var req wire.ApplyRequest
 	err := readJSON(r, &req)
 	var he *httpError
 	if !errors.As(err, &he) || he.Status != http.StatusRequestEntityTooLarge || !strings.Contains(he.Msg, "larger than the limit of") {

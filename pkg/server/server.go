@@ -28,6 +28,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // Config wires a Server.
@@ -199,40 +200,40 @@ var (
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.joinMx = http.NewServeMux()
-	s.joinMx.HandleFunc("POST /v1/enroll", s.enroll)
-	s.joinMx.HandleFunc("GET /healthz", s.healthz)
+	s.joinMx.HandleFunc("POST "+wire.PathEnroll, s.enroll)
+	s.joinMx.HandleFunc("GET "+wire.PathHealthz, s.healthz)
 
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.handleNode("GET /readyz", anyone, s.readyz)
-	s.handleNode("GET /metrics", anyone, s.metrics)
-	s.handleNode("GET /v1/status", anyone, s.status)
+	s.mux.HandleFunc("GET "+wire.PathHealthz, s.healthz)
+	s.handleNode("GET "+wire.PathReadyz, anyone, s.readyz)
+	s.handleNode("GET "+wire.PathMetrics, anyone, s.metrics)
+	s.handleNode("GET "+wire.PathStatus, anyone, s.status)
 
-	s.handle("POST /v1/apply", admins, s.apply)
-	s.handle("GET /v1/site", readers, s.getSite)
-	s.handle("GET /v1/hosts", readers, s.getHosts)
-	s.handle("GET /v1/hosts/{name}", readers, s.getHost)
-	s.handle("DELETE /v1/hosts/{name}", admins, s.deleteHost)
-	s.handle("GET /v1/steps", readers, s.getSteps)
-	s.handle("POST /v1/retry", admins, s.retry)
-	s.handle("GET /v1/events", readers, s.getEvents)
-	s.handle("POST /v1/tokens", admins, s.createToken)
-	s.handle("GET /v1/tokens", admins, s.getTokens)
-	s.handleNode("GET /v1/members", readers, s.members)
-	s.handle("GET /v1/snapshot", admins, s.snapshotSave)
-	s.handle("GET /v1/kubeconfig", admins, s.kubeconfig)
-	s.handle("POST /v1/snapshot", admins, s.snapshotRestore)
+	s.handle("POST "+wire.PathApply, admins, s.apply)
+	s.handle("GET "+wire.PathSite, readers, s.getSite)
+	s.handle("GET "+wire.PathHosts, readers, s.getHosts)
+	s.handle("GET "+wire.PathHosts+"/{name}", readers, s.getHost)
+	s.handle("DELETE "+wire.PathHosts+"/{name}", admins, s.deleteHost)
+	s.handle("GET "+wire.PathSteps, readers, s.getSteps)
+	s.handle("POST "+wire.PathRetry, admins, s.retry)
+	s.handle("GET "+wire.PathEvents, readers, s.getEvents)
+	s.handle("POST "+wire.PathTokens, admins, s.createToken)
+	s.handle("GET "+wire.PathTokens, admins, s.getTokens)
+	s.handleNode("GET "+wire.PathMembers, readers, s.members)
+	s.handle("GET "+wire.PathSnapshot, admins, s.snapshotSave)
+	s.handle("GET "+wire.PathKubeconfig, admins, s.kubeconfig)
+	s.handle("POST "+wire.PathSnapshot, admins, s.snapshotRestore)
 
-	s.handle("GET /v1/agent/steps", agents, s.agentSteps)
-	s.handle("GET /v1/agent/steps/{id...}", agents, s.agentStep)
-	s.handle("POST /v1/agent/start", agents, s.agentStart)
-	s.handle("POST /v1/agent/result", agents, s.agentResult)
-	s.handle("POST /v1/agent/drift", agents, s.agentDrift)
-	s.handle("POST /v1/agent/facts", agents, s.agentFacts)
-	s.handle("POST /v1/agent/renew", agents, s.agentRenew)
-	s.handle("GET /v1/agent/config", agents, s.agentConfig)
+	s.handle("GET "+wire.PathAgentSteps, agents, s.agentSteps)
+	s.handle("GET "+wire.PathAgentSteps+"/{id...}", agents, s.agentStep)
+	s.handle("POST "+wire.PathAgentStart, agents, s.agentStart)
+	s.handle("POST "+wire.PathAgentResult, agents, s.agentResult)
+	s.handle("POST "+wire.PathAgentDrift, agents, s.agentDrift)
+	s.handle("POST "+wire.PathAgentFacts, agents, s.agentFacts)
+	s.handle("POST "+wire.PathAgentRenew, agents, s.agentRenew)
+	s.handle("GET "+wire.PathAgentConfig, agents, s.agentConfig)
 
-	s.handle("POST /v1/internal/apply", coordinators, s.internalApply)
-	s.handle("POST /v1/internal/raft-join", coordinators, s.raftJoin)
+	s.handle("POST "+wire.PathInternalApply, coordinators, s.internalApply)
+	s.handle("POST "+wire.PathRaftJoin, coordinators, s.raftJoin)
 }
 
 // caughtUp reports whether this coordinator has applied everything it knows to be
@@ -257,12 +258,6 @@ type httpError struct {
 }
 
 func (e *httpError) Error() string { return e.Msg }
-
-// ErrorBody is the JSON body of every error response.
-type ErrorBody struct {
-	Error  string           `json:"error"`
-	Fields []api.FieldError `json:"fields,omitempty"`
-}
 
 func statusOf(err error) int {
 	var he *httpError
@@ -291,7 +286,7 @@ func statusOf(err error) int {
 
 func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
-	body := ErrorBody{Error: err.Error()}
+	body := wire.ErrorBody{Error: err.Error()}
 	var el api.ErrorList
 	if errors.As(err, &el) {
 		body.Fields = el
@@ -409,7 +404,7 @@ func (s *Server) commit(ctx context.Context, data []byte) (uint64, error) {
 	if addr == "" {
 		return 0, fmt.Errorf("%w: leader %s has no known API address yet; retry", errNoQuorum, leaderID)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/internal/apply", bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+wire.PathInternalApply, bytes.NewReader(data))
 	if err != nil {
 		return 0, err
 	}
@@ -419,23 +414,18 @@ func (s *Server) commit(ctx context.Context, data []byte) (uint64, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
-		var ok applied
+		var ok wire.Applied
 		if err := json.NewDecoder(resp.Body).Decode(&ok); err != nil {
 			return 0, fmt.Errorf("forwarded write: decode answer: %w", err)
 		}
 		return ok.Index, nil
 	}
-	var eb ErrorBody
+	var eb wire.ErrorBody
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
 	if len(eb.Fields) > 0 {
 		return 0, api.ErrorList(eb.Fields)
 	}
 	return 0, &httpError{resp.StatusCode, eb.Error}
-}
-
-// applied is the leader's answer to a forwarded write.
-type applied struct {
-	Index uint64 `json:"index"`
 }
 
 // readBarrier makes this coordinator's state at least as current as the leader's
@@ -494,6 +484,6 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, applied{Index: idx})
+	writeJSON(w, http.StatusOK, wire.Applied{Index: idx})
 	return nil
 }

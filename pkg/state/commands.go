@@ -105,7 +105,10 @@ type StepStart struct {
 	RunID      string `json:"runID,omitempty"`
 }
 
-// StepResult reports the outcome of a run.
+// StepResult reports the outcome of a run. It is the log's command, kept apart from
+// the agent's wire.StepReport because it says more than the agent may: Host comes
+// from the caller's certificate, and Outputs are sealed by the proposer. Result is
+// the agent's driver.Result unchanged, except that its Outputs hold only names.
 type StepResult struct {
 	ID         string        `json:"id"`
 	Host       string        `json:"host"`

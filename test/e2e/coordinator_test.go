@@ -21,8 +21,8 @@ import (
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 const siteYAML = `apiVersion: plinth.dev/v1alpha1
@@ -54,7 +54,7 @@ spec:
 
 func applyYAML(t *testing.T, ctx context.Context, c *client.Client, yaml string) error {
 	t.Helper()
-	_, err := c.Do(ctx, "POST", "/v1/apply", server.ApplyRequest{File: "test.yaml", YAML: yaml}, nil)
+	_, err := c.Do(ctx, "POST", "/v1/apply", wire.ApplyRequest{File: "test.yaml", YAML: yaml}, nil)
 	return err
 }
 
@@ -117,9 +117,9 @@ func TestCoordinatorFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 					return
 				default:
 				}
-				var resp server.TokenResponse
+				var resp wire.TokenResponse
 				wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
-				_, err := cl.Do(wctx, "POST", "/v1/tokens", server.TokenRequest{Name: fmt.Sprintf("w%d-%d", w, i), Role: "agent"}, &resp)
+				_, err := cl.Do(wctx, "POST", "/v1/tokens", wire.TokenRequest{Name: fmt.Sprintf("w%d-%d", w, i), Role: "agent"}, &resp)
 				wcancel()
 				if err == nil {
 					mu.Lock()
@@ -144,7 +144,7 @@ func TestCoordinatorFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 		if err != nil || nl == leader {
 			return fmt.Errorf("leader %q: %v", nl, err)
 		}
-		_, err = cl.Do(ctx, "POST", "/v1/tokens", server.TokenRequest{Name: "after-failover", Role: "agent"}, nil)
+		_, err = cl.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: "after-failover", Role: "agent"}, nil)
 		return err
 	})
 	t.Logf("first write acknowledged %s after kill -9", time.Since(killedAt).Round(time.Millisecond))
@@ -279,7 +279,7 @@ func TestTwoControllersWithoutWitnessNeedFencedRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(4 * time.Second)
-	var st server.Status
+	var st wire.Status
 	if _, err := c0cl.Do(ctx, "GET", "/v1/status", nil, &st); err != nil || st.Leader != "c0" {
 		t.Fatalf("after the fenced peer returned: leader %q, %v", st.Leader, err)
 	}
@@ -357,7 +357,7 @@ func TestSecurityRefusals(t *testing.T) {
 		}
 	})
 	t.Run("agent reads and reports only its own host", func(t *testing.T) {
-		var own server.AgentSteps
+		var own wire.AgentSteps
 		if _, err := agent1.Do(ctx, "GET", "/v1/agent/steps", nil, &own); err != nil || own.Host != "h1" || len(own.Steps) != 1 {
 			t.Fatalf("own steps: %+v %v", own, err)
 		}
@@ -365,7 +365,7 @@ func TestSecurityRefusals(t *testing.T) {
 		if client.StatusOf(err) != http.StatusForbidden {
 			t.Fatalf("agent h1 reading h2's step: %v", err)
 		}
-		_, err = agent1.Do(ctx, "POST", "/v1/agent/result", server.StepReport{ID: "h2/host.network", InputsHash: "x", Result: &driver.Result{}}, nil)
+		_, err = agent1.Do(ctx, "POST", "/v1/agent/result", wire.StepReport{ID: "h2/host.network", InputsHash: "x", Result: &driver.Result{}}, nil)
 		if client.StatusOf(err) != http.StatusForbidden && client.StatusOf(err) != http.StatusBadRequest {
 			t.Fatalf("agent h1 reporting for h2: %v", err)
 		}
@@ -446,13 +446,13 @@ func TestStepOutputsAreSealed(t *testing.T) {
 	defer cancel()
 	l, c0, _ := oneCoordinator(t, ctx, siteYAML+hostYAML("h1", 11))
 	agent := enrolAgent(t, ctx, l, c0, "h1")
-	var steps server.AgentSteps
+	var steps wire.AgentSteps
 	if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil || len(steps.Steps) != 1 {
 		t.Fatalf("steps: %+v %v", steps, err)
 	}
 	st := steps.Steps[0]
 	const secret = "AQD-very-secret-cephx-key=="
-	rep := server.StepReport{ID: st.ID, InputsHash: st.InputsHash, Result: &driver.Result{Outputs: map[string]string{"key": secret}}}
+	rep := wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, Result: &driver.Result{Outputs: map[string]string{"key": secret}}}
 	if _, err := agent.Do(ctx, "POST", "/v1/agent/result", rep, nil); err != nil {
 		t.Fatal(err)
 	}

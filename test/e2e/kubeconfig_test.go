@@ -16,7 +16,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 const kubeSiteYAML = `apiVersion: plinth.dev/v1alpha1
@@ -48,7 +48,7 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 	var initInputs kubespec.InitInputs
 	var etcdInputs kubespec.EtcdInputs
 	poll.Until(t, 30*time.Second, "kube.init succeeded", func() error {
-		var steps server.AgentSteps
+		var steps wire.AgentSteps
 		if _, err := agent.Do(ctx, "GET", "/v1/agent/steps", nil, &steps); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func TestKubeCredentialsAndKubeconfig(t *testing.T) {
 					return err
 				}
 			}
-			rep := server.StepReport{ID: st.ID, InputsHash: st.InputsHash, Result: &res}
+			rep := wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, Result: &res}
 			if _, err := agent.Do(ctx, "POST", "/v1/agent/result", rep, nil); err != nil {
 				return err
 			}

@@ -1,0 +1,76 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+// AgentStep is a step as its agent sees it.
+type AgentStep struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	Inputs      json.RawMessage `json:"inputs,omitempty"`
+	InputsHash  string          `json:"inputsHash"`
+	State       plan.State      `json:"state"`
+	RetryAt     time.Time       `json:"retryAt,omitempty"`
+	AppliedHash string          `json:"appliedHash,omitempty"`
+	Attempts    int             `json:"attempts,omitempty"`
+}
+
+// AgentStepFrom is the one place a stored step becomes what its agent sees; inputs
+// are r.Inputs with secret references resolved for that agent.
+func AgentStepFrom(r plan.Record, inputs json.RawMessage) AgentStep {
+	return AgentStep{
+		ID: r.ID, Kind: r.Kind, Inputs: inputs, InputsHash: r.InputsHash,
+		State: r.State, RetryAt: r.RetryAt, AppliedHash: r.AppliedHash, Attempts: r.Attempts,
+	}
+}
+
+// AgentSteps is the answer to an agent's blocking query.
+type AgentSteps struct {
+	Host  string      `json:"host"`
+	Steps []AgentStep `json:"steps"`
+	// DriftCheckSeconds is how often the agent re-observes finished steps.
+	DriftCheckSeconds int `json:"driftCheckSeconds"`
+}
+
+// StepReport is an agent's report about one of its steps: the start of a run
+// (PathAgentStart), its result (PathAgentResult) or a drift check (PathAgentDrift).
+// The coordinator turns it into a state command, adding the host from the caller's
+// certificate.
+type StepReport struct {
+	ID         string `json:"id"`
+	InputsHash string `json:"inputsHash"`
+	// RunID names one run of the step (agent-chosen), so a result delivered twice is
+	// counted once.
+	RunID   string         `json:"runID,omitempty"`
+	Result  *driver.Result `json:"result,omitempty"`
+	Changes []string       `json:"changes,omitempty"`
+}
+
+// FactsReport carries host facts and their hash.
+type FactsReport struct {
+	Facts json.RawMessage `json:"facts"`
+	Hash  string          `json:"hash"`
+}
+
+// RenewRequest carries a CSR for a fresh certificate with the same identity.
+type RenewRequest struct {
+	CSR string `json:"csr"`
+}
+
+// CertResponse carries a signed certificate.
+type CertResponse struct {
+	Cert string `json:"cert"`
+	CA   string `json:"ca"`
+}
+
+// AgentConfig is what an agent needs beyond its certificate.
+type AgentConfig struct {
+	Coordinators []string `json:"coordinators"`
+	GossipSeeds  []string `json:"gossipSeeds"`
+	GossipKey    []byte   `json:"gossipKey,omitempty"`
+}

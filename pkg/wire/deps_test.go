@@ -1,0 +1,115 @@
+package wire
+
+import (
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// What the agent must never link: the coordinator's consensus, its metrics registry
+// and its API server. The agent reaches the coordinator only through this package
+// and pkg/client.
+var forbidden = []string{
+	"github.com/hashicorp/raft",
+	"github.com/prometheus/",
+	"github.com/plinth-dev/plinth/pkg/server",
+}
+
+// thirdPartyPrometheus names the packages allowed to import Prometheus into
+// cmd/agent, and only into cmd/agent. The agent exposes no metrics of its own, but
+// two driver libraries register theirs with Prometheus when linked: the Kubernetes
+// config types kubeinstall writes (k8s.io/component-base, via feature gates and
+// logging options) and the OVSDB client pkg/ovs talks to ovsdb-server with
+// (github.com/ovn-org/libovsdb/client). No Plinth package may import Prometheus.
+var thirdPartyPrometheus = []string{
+	"k8s.io/component-base/",
+	"github.com/ovn-org/libovsdb/client",
+}
+
+// TestAgentLinksNoCoordinator keeps the agent's dependency graph free of Raft,
+// Prometheus and the coordinator's server, with the build tags `make build` uses.
+func TestAgentLinksNoCoordinator(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go command not on PATH: cannot list dependencies")
+	}
+	for _, root := range []string{
+		"github.com/plinth-dev/plinth/pkg/wire",
+		"github.com/plinth-dev/plinth/pkg/client",
+		"github.com/plinth-dev/plinth/pkg/agent",
+		"github.com/plinth-dev/plinth/cmd/agent",
+	} {
+		t.Run(strings.TrimPrefix(root, "github.com/plinth-dev/plinth/"), func(t *testing.T) {
+			imports := listDeps(t, goBin, root)
+			allowThirdParty := root == "github.com/plinth-dev/plinth/cmd/agent"
+			for pkg, imps := range imports {
+				for _, imp := range imps {
+					if !isForbidden(imp) || isForbidden(pkg) {
+						continue // only edges into the forbidden set are checked
+					}
+					if allowThirdParty && strings.HasPrefix(imp, "github.com/prometheus/") && matches(pkg, thirdPartyPrometheus) {
+						continue
+					}
+					t.Errorf("%s depends on %s: %s imports it (%s)", root, imp, pkg, strings.Join(chain(imports, root, pkg), " -> "))
+				}
+			}
+		})
+	}
+}
+
+// listDeps returns every package root depends on, with its imports.
+func listDeps(t *testing.T, goBin, root string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command(goBin, "list", "-tags", "ceph,pacific", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", root)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v: %s", root, err, stderr.String())
+	}
+	imports := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			imports[f[0]] = f[1:]
+		}
+	}
+	if _, ok := imports[root]; !ok {
+		t.Fatalf("go list -deps %s did not list %s itself", root, root)
+	}
+	return imports
+}
+
+func isForbidden(pkg string) bool { return matches(pkg, forbidden) }
+
+// matches reports whether pkg is, or starts with, one of prefixes.
+func matches(pkg string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(pkg, p) })
+}
+
+// chain is one import path from root to pkg, for the failure message.
+func chain(imports map[string][]string, root, pkg string) []string {
+	prev := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == pkg {
+			var out []string
+			for ; p != ""; p = prev[p] {
+				out = append(out, strings.TrimPrefix(p, "github.com/plinth-dev/plinth/"))
+			}
+			slices.Reverse(out)
+			return out
+		}
+		for _, imp := range imports[p] {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return []string{pkg}
+}
