@@ -262,7 +262,7 @@ func (b *bench) kubeadmFloor(ctx context.Context, steps []plan.Record, k func(..
 	}
 	for _, n := range nodes {
 		if err := sh(n, "kubeadm reset --force --cri-socket "+cluster.CRISocket+" >/dev/null 2>&1; "+
-			"rm -rf /etc/cni/net.d/* /run/flannel; ip link del cni0 2>/dev/null || true; ip link del flannel.1 2>/dev/null || true"); err != nil {
+			"rm -rf /etc/cni/net.d/* /run/flannel /var/lib/cni; ip link del cni0 2>/dev/null || true; ip link del flannel.1 2>/dev/null || true"); err != nil {
 			return r, err
 		}
 	}
@@ -331,6 +331,14 @@ func (b *bench) kubeadmFloor(ctx context.Context, steps []plan.Record, k func(..
 			break
 		}
 		if time.Since(start) > b.o.readyWait {
+			for _, args := range [][]string{
+				{"get", "nodes", "-o", "wide"},
+				{"get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}{": "}{.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`},
+				{"get", "pods", "-A", "-o", "wide"},
+			} {
+				out, _ := k(args...)
+				fmt.Fprintf(os.Stderr, "$ kubectl %s\n%s\n", strings.Join(args, " "), out)
+			}
 			return r, fmt.Errorf("floor: %d of %d nodes Ready after %s (%v)", n, len(nodes), b.o.readyWait, err)
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
