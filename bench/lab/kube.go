@@ -262,7 +262,9 @@ func (b *bench) kubeadmFloor(ctx context.Context, steps []plan.Record, k func(..
 	}
 	for _, n := range nodes {
 		if err := sh(n, "kubeadm reset --force --cri-socket "+cluster.CRISocket+" >/dev/null 2>&1; "+
-			"rm -rf /etc/cni/net.d/* /run/flannel /var/lib/cni; ip link del cni0 2>/dev/null || true; ip link del flannel.1 2>/dev/null || true"); err != nil {
+			"rm -rf /etc/cni/net.d/* /run/flannel /var/lib/cni; ip link del cni0 2>/dev/null || true; ip link del flannel.1 2>/dev/null || true; "+
+			// What kubeadm reset leaves to kube-proxy --cleanup: its nftables tables.
+			"nft delete table ip kube-proxy 2>/dev/null || true; nft delete table ip6 kube-proxy 2>/dev/null || true"); err != nil {
 			return r, err
 		}
 	}

@@ -38,8 +38,9 @@ type agent struct {
 	gather  func(context.Context) (host.Facts, error)
 	drift   *driftMemo
 
-	// execMu serialises driver use: a step run and a drift check never overlap.
-	execMu sync.Mutex
+	// execMu keeps drift checks apart from step runs: runs share it (RLock), a drift
+	// check holds it alone, so it never observes a host half way through a step.
+	execMu sync.RWMutex
 
 	mu       sync.Mutex
 	cl       *client.Client

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/client"
@@ -51,17 +52,33 @@ const (
 	rejected                // the coordinator refused a report: refetch after a pause
 )
 
+// stepSlots bounds how many steps one agent runs at once. Runnable steps have their
+// dependencies done, so independent ones overlap (a host imports the bundle's images
+// while its etcd member starts); steps of one kind still run one at a time.
+const stepSlots = 3
+
+// busyWait bounds a blocking query while steps run, so a run that ended without
+// changing the coordinator's state (refused, stale) does not wait out a full query.
+const busyWait = 2 * time.Second
+
 // stepLoop delivers results left over from a previous run, then follows this host's
-// steps with blocking queries and runs those that are runnable, in order.
+// steps with blocking queries and runs those that are runnable, up to stepSlots at a
+// time, in the order given. Every run it starts ends before it returns.
 func (a *agent) stepLoop(ctx context.Context) error {
 	a.replayPending(ctx)
 	var index uint64
 	bo := newBackoff(time.Second, 30*time.Second)
+	runs := newStepRuns()
+	defer runs.wait()
 	for ctx.Err() == nil {
 		wait := stepsWait
 		if snap, ok := a.snapshot(); ok {
 			wait = nextWait(snap.Steps, time.Now(), stepsWait)
 		}
+		if runs.busy() {
+			wait = min(wait, busyWait)
+		}
+		asked := time.Now()
 		snap, idx, err := a.fetchSteps(ctx, index, wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -78,21 +95,92 @@ func (a *agent) stepLoop(ctx context.Context) error {
 		index = idx
 		a.setSnapshot(snap)
 		a.markReady()
+		if pause := runs.paused(); pause > 0 {
+			sleep(ctx, pause)
+			continue
+		}
 		for _, st := range Runnable(snap.Steps, time.Now()) {
-			o := a.runStep(ctx, st)
-			if o == ranStep {
+			if !runs.start(st, asked) {
 				continue
 			}
-			// The rest of this answer may be out of date too: pause, then refetch.
-			pause := time.Second
-			if o == rejected {
-				pause = 30 * time.Second
-			}
-			sleep(ctx, pause)
-			break
+			go func() {
+				defer runs.done(st)
+				switch a.runStep(ctx, st) {
+				case rejected:
+					runs.pause(30 * time.Second)
+				case stale:
+					runs.pause(time.Second)
+				}
+			}()
 		}
 	}
 	return nil
+}
+
+// stepRuns tracks the steps an agent is running: at most stepSlots, never the same
+// step twice, never two of one kind (a driver instance serves one run at a time).
+type stepRuns struct {
+	mu     sync.Mutex
+	ids    map[string]bool
+	kinds  map[string]bool
+	ended  map[string]time.Time // when each step's last run here ended
+	until  time.Time            // no new runs before this (the coordinator refused a report)
+	active sync.WaitGroup
+}
+
+func newStepRuns() *stepRuns {
+	return &stepRuns{ids: map[string]bool{}, kinds: map[string]bool{}, ended: map[string]time.Time{}}
+}
+
+// start claims st for a run, unless it runs already, its kind is busy, every slot is
+// taken, runs are paused, or its last run ended after the answer listing it was
+// asked for (that answer may predate the run's result).
+func (r *stepRuns) start(st wire.AgentStep, asked time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids[st.ID] || r.kinds[st.Kind] || len(r.ids) >= stepSlots || time.Now().Before(r.until) || r.ended[st.ID].After(asked) {
+		return false
+	}
+	r.ids[st.ID], r.kinds[st.Kind] = true, true
+	r.active.Add(1)
+	return true
+}
+
+func (r *stepRuns) done(st wire.AgentStep) {
+	r.mu.Lock()
+	r.ended[st.ID] = time.Now()
+	delete(r.ids, st.ID)
+	delete(r.kinds, st.Kind)
+	r.mu.Unlock()
+	r.active.Done()
+}
+
+func (r *stepRuns) busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ids) > 0
+}
+
+// pause holds new runs back for d: the rest of the last answer may be out of date.
+func (r *stepRuns) pause(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.until = later(r.until, time.Now().Add(d))
+}
+
+func (r *stepRuns) paused() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Until(r.until)
+}
+
+func (r *stepRuns) wait() { r.active.Wait() }
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration) (wire.AgentSteps, uint64, error) {
@@ -181,8 +269,8 @@ func (a *agent) execute(ctx context.Context, st wire.AgentStep) (res driver.Resu
 	if !ok {
 		return driver.Result{Error: fmt.Sprintf("no driver for kind %s on this agent", st.Kind)}
 	}
-	a.execMu.Lock()
-	defer a.execMu.Unlock()
+	a.execMu.RLock() // steps share it; a drift check takes it alone
+	defer a.execMu.RUnlock()
 	defer func() {
 		if r := recover(); r != nil {
 			res = driver.Result{Error: fmt.Sprintf("%s: driver panicked: %v", st.Kind, r)}

@@ -77,3 +77,39 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("after reset: %v", d)
 	}
 }
+
+func TestStepRunsClaims(t *testing.T) {
+	r := newStepRuns()
+	asked := time.Now()
+	a := wire.AgentStep{ID: "h/kube.etcd", Kind: "kube.etcd"}
+	if !r.start(a, asked) || r.start(a, asked) {
+		t.Fatal("a step must be claimed once")
+	}
+	if r.start(wire.AgentStep{ID: "h/kube.etcd/2", Kind: "kube.etcd"}, asked) {
+		t.Fatal("two runs of one kind at once")
+	}
+	for i, kind := range []string{"images.import", "kube.binaries"} {
+		if !r.start(wire.AgentStep{ID: "h/" + kind, Kind: kind}, asked) {
+			t.Fatalf("slot %d refused", i+2)
+		}
+	}
+	if r.start(wire.AgentStep{ID: "h/kube.vip", Kind: "kube.vip"}, asked) {
+		t.Fatalf("more than %d runs at once", stepSlots)
+	}
+	r.done(a)
+	if r.start(a, asked) {
+		t.Fatal("a step whose run ended after the answer was asked for must wait for the next answer")
+	}
+	if !r.start(a, time.Now().Add(time.Millisecond)) {
+		t.Fatal("a newer answer may run it again")
+	}
+	r.done(a)
+	r.pause(time.Hour)
+	if r.start(wire.AgentStep{ID: "h/kube.vip", Kind: "kube.vip"}, time.Now()) || r.paused() <= 0 {
+		t.Fatal("paused runs must not start")
+	}
+	for _, kind := range []string{"images.import", "kube.binaries"} {
+		r.done(wire.AgentStep{ID: "h/" + kind, Kind: kind})
+	}
+	r.wait()
+}

@@ -1,6 +1,9 @@
 package bundle
 
-import "path"
+import (
+	"path"
+	"slices"
+)
 
 // Pins are the upstream versions a bundle is built from, each proven together on the
 // project's machines. scripts/build-bundle.sh reads them from `plinth-bundle pins`,
@@ -35,8 +38,10 @@ var (
 	KubeBinaries = []string{"kubelet", "kubeadm", "kubectl"}
 	EtcdBinaries = []string{"etcd", "etcdctl"}
 	CNIPlugins   = []string{"bridge", "host-local", "loopback", "portmap"}
-	// KubeImages run the control plane and kube-proxy, tagged with the Kubernetes version.
-	KubeImages = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
+	// ControlPlaneImages run the control plane: only controllers import them.
+	ControlPlaneImages = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+	// KubeImages are Kubernetes' own images, tagged with the Kubernetes version.
+	KubeImages = append(slices.Clone(ControlPlaneImages), "kube-proxy")
 )
 
 // Image component names that are not Kubernetes' own.

@@ -140,6 +140,9 @@ func (d *ImportDriver) withBundle(in containerdspec.ImportInputs) ([]containerds
 	}
 	out := slices.Clone(in.Archives)
 	for _, c := range m.OfKind(bundle.KindImage) {
+		if slices.Contains(in.SkipBundleImages, c.Name) {
+			continue
+		}
 		p := filepath.Join(dir, c.Path)
 		if slices.IndexFunc(out, func(a containerdspec.Archive) bool { return a.Path == p }) < 0 {
 			out = append(out, containerdspec.Archive{Path: p, Digest: "sha256:" + c.SHA256})

@@ -148,4 +148,9 @@ func TestDaemonImportFromBundle(t *testing.T) {
 	if res := driver.Run(ctx, id, mustJSON(t, in)); res.OK() || !strings.Contains(res.Error, "want sha256:"+m.Components[0].SHA256) {
 		t.Fatalf("damaged archive: %+v", res)
 	}
+	// A host that skips the component never reads its archive.
+	in.SkipBundleImages = []string{"pause"}
+	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 0 {
+		t.Fatalf("skipped component: %+v", res)
+	}
 }

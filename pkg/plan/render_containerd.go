@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
@@ -13,7 +14,9 @@ import (
 // renderContainerd renders <host>/containerd.config and then <host>/images.import
 // for every host when the site runs Kubernetes; both wait for the host's network.
 // Every host gets both steps, even without archives, so kube.* steps can depend on
-// fixed IDs.
+// fixed IDs. Each imports only the bundle images it runs: controllers all of them,
+// other nodes all but the control plane's, the witness (an etcd member, no node)
+// none.
 func renderContainerd(in renderInput) ([]Step, error) {
 	if in.site == nil || in.site.Spec.Kubernetes == nil {
 		return nil, nil
@@ -31,7 +34,14 @@ func renderContainerd(in renderInput) ([]Step, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, containerdspec.KindConfig, err)
 		}
-		is, err := NewStep(name, containerdspec.KindImport, "", imp, cs.ID, net)
+		hostImp := imp
+		switch {
+		case name == in.site.Spec.Witness:
+			hostImp.Bundle, hostImp.BundleSHA256 = "", ""
+		case !slices.Contains(in.site.Spec.Controllers, name) && hostImp.Bundle != "":
+			hostImp.SkipBundleImages = bundle.ControlPlaneImages
+		}
+		is, err := NewStep(name, containerdspec.KindImport, "", hostImp, cs.ID, net)
 		if err != nil {
 			return nil, fmt.Errorf("plan: host %s: render %s: %w", name, containerdspec.KindImport, err)
 		}

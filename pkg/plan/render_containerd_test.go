@@ -3,9 +3,11 @@ package plan
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 )
 
@@ -122,3 +124,28 @@ func TestRenderContainerdInputs(t *testing.T) {
 }
 
 const sixtyFour = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// Each host imports only the bundle images it runs: controllers all, other nodes all
+// but the control plane's, the witness none.
+func TestRenderContainerdImagesPerRole(t *testing.T) {
+	s, hs := kubeSite(true, &api.KubernetesSpec{ControlPlaneVIP: "10.50.0.10", Bundle: &api.BundleRef{Version: "1.2.3", SHA256: strings.Repeat("a", 64)}})
+	steps, err := Render(s, hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := stepsByID(steps)
+	for host, want := range map[string]struct {
+		bundle string
+		skip   []string
+	}{
+		"ctl-0":     {"1.2.3", nil},
+		"ctl-1":     {"1.2.3", nil},
+		"compute-0": {"1.2.3", bundle.ControlPlaneImages},
+		"wit-0":     {"", nil},
+	} {
+		in := inputsOf[containerdspec.ImportInputs](t, by[host+"/images.import"])
+		if in.Bundle != want.bundle || !slices.Equal(in.SkipBundleImages, want.skip) {
+			t.Errorf("%s: bundle %q skip %v, want %q %v", host, in.Bundle, in.SkipBundleImages, want.bundle, want.skip)
+		}
+	}
+}

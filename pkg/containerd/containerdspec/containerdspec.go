@@ -46,6 +46,9 @@ type ImportInputs struct {
 	Bundle string `json:"bundle,omitempty"`
 	// BundleSHA256 pins the bundle's manifest.json, or is empty.
 	BundleSHA256 string `json:"bundleSHA256,omitempty"`
+	// SkipBundleImages are bundle image components this host does not need (a worker
+	// skips the control plane's), by name; the rest of the bundle's images are imported.
+	SkipBundleImages []string `json:"skipBundleImages,omitempty"`
 }
 
 // Archive is one image tarball on the host; Digest ("sha256:…", optional) pins it.
