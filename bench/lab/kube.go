@@ -92,6 +92,12 @@ func runKube(ctx context.Context, o options) error {
 			r.fromInit = last.Sub(first.Truncate(time.Second))
 		}
 		printPhases(steps, applied)
+		printNodesReady(k, applied)
+		for _, st := range steps {
+			if st.Kind == kubespec.KindHealth && st.LastResult != nil && len(st.LastResult.Changes) > 0 {
+				fmt.Printf("kube.health waited for: %s\n", strings.Join(st.LastResult.Changes, "; "))
+			}
+		}
 		mem, err := b.memory()
 		if err != nil {
 			return err
@@ -147,6 +153,25 @@ func nodesReady(k func(...string) (string, error)) (map[string]bool, time.Time, 
 		}
 	}
 	return ready, last, nil
+}
+
+// printNodesReady prints when each node's Ready condition last turned, from the apply.
+func printNodesReady(k func(...string) (string, error), applied time.Time) {
+	out, err := k("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}{" "}{.metadata.creationTimestamp}{" "}{.status.conditions[?(@.type=="Ready")].lastTransitionTime}{"\n"}{end}`)
+	if err != nil {
+		return
+	}
+	fmt.Println("nodes (registered, Ready), from the apply:")
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		reg, _ := time.Parse(time.RFC3339, f[1])
+		ready, _ := time.Parse(time.RFC3339, f[2])
+		base := applied.Truncate(time.Second)
+		fmt.Printf("  %-13s registered +%.0fs, Ready +%.0fs\n", f[0], reg.Sub(base).Seconds(), ready.Sub(base).Seconds())
+	}
 }
 
 func lastNodeReady(k func(...string) (string, error)) (time.Time, error) {
