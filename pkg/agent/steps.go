@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
-// Runnable returns the steps the agent should run at now, in the order given: those
-// plan.Record.Runnable accepts (Ready, Running — a run cut short by a crash — and
-// Failed once RetryAt has passed).
+// Runnable returns the steps the agent should run at now, deepest first (what most
+// of the site waits for), else in the order given: those plan.Record.Runnable accepts
+// (Ready, Running — a run cut short by a crash — and Failed once RetryAt has passed).
 func Runnable(steps []wire.AgentStep, now time.Time) []wire.AgentStep {
 	var out []wire.AgentStep
 	for _, s := range steps {
@@ -26,6 +27,7 @@ func Runnable(steps []wire.AgentStep, now time.Time) []wire.AgentStep {
 			out = append(out, s)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b wire.AgentStep) int { return b.Depth - a.Depth })
 	return out
 }
 
@@ -70,19 +72,30 @@ func (a *agent) stepLoop(ctx context.Context) error {
 	bo := newBackoff(time.Second, 30*time.Second)
 	runs := newStepRuns()
 	defer runs.wait()
+	recheck := false // a runnable step was held back: ask again soon
 	for ctx.Err() == nil {
 		wait := stepsWait
 		if snap, ok := a.snapshot(); ok {
 			wait = nextWait(snap.Steps, time.Now(), stepsWait)
 		}
-		if runs.busy() {
+		if runs.busy() || recheck {
 			wait = min(wait, busyWait)
 		}
+		recheck = false
 		asked := time.Now()
-		snap, idx, err := a.fetchSteps(ctx, index, wait)
+		// A run that ends cuts the query short: its result changes what is runnable.
+		fctx, cancel := context.WithCancel(ctx)
+		runs.onDone(cancel)
+		snap, idx, err := a.fetchSteps(fctx, index, wait)
+		runs.onDone(nil)
+		woken := fctx.Err() != nil
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if woken {
+				continue
 			}
 			a.log.Warn("fetch steps failed; retrying", "err", err)
 			bo.wait(ctx)
@@ -101,6 +114,7 @@ func (a *agent) stepLoop(ctx context.Context) error {
 		}
 		for _, st := range Runnable(snap.Steps, time.Now()) {
 			if !runs.start(st, asked) {
+				recheck = true
 				continue
 			}
 			go func() {
@@ -125,7 +139,15 @@ type stepRuns struct {
 	kinds  map[string]bool
 	ended  map[string]time.Time // when each step's last run here ended
 	until  time.Time            // no new runs before this (the coordinator refused a report)
+	wake   func()               // called when a run ends (cancels the loop's query)
 	active sync.WaitGroup
+}
+
+// onDone sets what a run's end calls (nil: nothing).
+func (r *stepRuns) onDone(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wake = f
 }
 
 func newStepRuns() *stepRuns {
@@ -151,7 +173,11 @@ func (r *stepRuns) done(st wire.AgentStep) {
 	r.ended[st.ID] = time.Now()
 	delete(r.ids, st.ID)
 	delete(r.kinds, st.Kind)
+	wake := r.wake
 	r.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
 	r.active.Done()
 }
 

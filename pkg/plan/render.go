@@ -45,7 +45,33 @@ func RenderAllocated(site *api.Site, hosts []api.Host, prev []Allocation) ([]Ste
 	if err := CheckDAG(steps); err != nil {
 		return nil, nil, err
 	}
+	setDepths(steps)
 	return steps, allocs, nil
+}
+
+// setDepths sets each step's Depth in one pass over the (acyclic) dependencies.
+func setDepths(steps []Step) {
+	dependents := make(map[string][]int, len(steps))
+	for i, s := range steps {
+		for _, d := range s.Deps {
+			dependents[d] = append(dependents[d], i)
+		}
+	}
+	depth := make([]int, len(steps))
+	done := make([]bool, len(steps))
+	var visit func(i int) int
+	visit = func(i int) int {
+		if !done[i] {
+			for _, j := range dependents[steps[i].ID] {
+				depth[i] = max(depth[i], visit(j)+1)
+			}
+			done[i] = true
+		}
+		return depth[i]
+	}
+	for i := range steps {
+		steps[i].Depth = visit(i)
+	}
 }
 
 // renderInput is what every area's renderer sees: the site (may be nil), the

@@ -40,6 +40,10 @@ type Step struct {
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
 	InputsHash string          `json:"inputsHash"`
 	Deps       []string        `json:"deps,omitempty"`
+	// Depth is the longest chain of steps that wait on this one (0: none). Agents run
+	// deeper steps first, so what the rest of the site waits for (etcd, the images a
+	// control plane needs) never queues behind local leaves.
+	Depth int `json:"depth,omitempty"`
 }
 
 // Record is a step together with its progress, as the replicated state keeps it.

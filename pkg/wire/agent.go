@@ -18,6 +18,8 @@ type AgentStep struct {
 	RetryAt     time.Time       `json:"retryAt,omitempty"`
 	AppliedHash string          `json:"appliedHash,omitempty"`
 	Attempts    int             `json:"attempts,omitempty"`
+	// Depth orders runnable steps: deeper first (plan.Step.Depth).
+	Depth int `json:"depth,omitempty"`
 }
 
 // AgentStepFrom is the one place a stored step becomes what its agent sees; inputs
@@ -25,7 +27,7 @@ type AgentStep struct {
 func AgentStepFrom(r plan.Record, inputs json.RawMessage) AgentStep {
 	return AgentStep{
 		ID: r.ID, Kind: r.Kind, Inputs: inputs, InputsHash: r.InputsHash,
-		State: r.State, RetryAt: r.RetryAt, AppliedHash: r.AppliedHash, Attempts: r.Attempts,
+		State: r.State, RetryAt: r.RetryAt, AppliedHash: r.AppliedHash, Attempts: r.Attempts, Depth: r.Depth,
 	}
 }
 

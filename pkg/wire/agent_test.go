@@ -18,7 +18,7 @@ func TestAgentStepFromCarriesEveryField(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	rec := plan.Record{
 		Step: plan.Step{ID: "h1/host.network", Host: "h1", Kind: "host.network",
-			Inputs: json.RawMessage(`{"mtu":"plinth-secret:x"}`), InputsHash: "in", Deps: []string{"d"}},
+			Inputs: json.RawMessage(`{"mtu":"plinth-secret:x"}`), InputsHash: "in", Deps: []string{"d"}, Depth: 2},
 		State: plan.Failed, Attempts: 3, AppliedHash: "ap", RetryAt: at,
 		LastResult: &driver.Result{Error: "boom"}, Drift: []string{"mtu"}, StartedAt: at,
 		RunID: "r", FinishedRunID: "f", FinishedAt: at, ModifyIndex: 7,
