@@ -93,6 +93,7 @@ func runKube(ctx context.Context, o options) error {
 		}
 		printPhases(steps, applied)
 		printNodesReady(k, applied)
+		printCriticalPath(steps, applied)
 		for _, st := range steps {
 			if st.Kind == kubespec.KindHealth && st.LastResult != nil && len(st.LastResult.Changes) > 0 {
 				fmt.Printf("kube.health waited for: %s\n", strings.Join(st.LastResult.Changes, "; "))
@@ -153,6 +154,36 @@ func nodesReady(k func(...string) (string, error)) (map[string]bool, time.Time, 
 		}
 	}
 	return ready, last, nil
+}
+
+// printCriticalPath walks back from kube.health through, at each step, the
+// dependency that finished last: the chain that decided when the site was done.
+func printCriticalPath(steps []plan.Record, applied time.Time) {
+	byID := map[string]plan.Record{}
+	var cur string
+	for _, s := range steps {
+		byID[s.ID] = s
+		if s.Kind == kubespec.KindHealth {
+			cur = s.ID
+		}
+	}
+	fmt.Println("critical path (each step's last-finishing dependency), from the apply:")
+	var chain []plan.Record
+	for cur != "" {
+		s := byID[cur]
+		chain = append(chain, s)
+		cur = ""
+		var last time.Time
+		for _, d := range s.Deps {
+			if f := byID[d].FinishedAt; f.After(last) {
+				last, cur = f, d
+			}
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		s := chain[i]
+		fmt.Printf("  %-42s start +%5.1fs  finish +%5.1fs\n", s.ID, s.StartedAt.Sub(applied).Seconds(), s.FinishedAt.Sub(applied).Seconds())
+	}
 }
 
 // printNodesReady prints when each node's Ready condition last turned, from the apply.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -82,20 +83,27 @@ func (a *agent) driftLoop(ctx context.Context) error {
 		if time.Since(last) < a.driftInterval() {
 			continue
 		}
-		a.checkDrift(ctx)
-		last = time.Now()
+		if a.checkDrift(ctx) {
+			last = time.Now()
+		}
 	}
 	return nil
 }
 
-func (a *agent) checkDrift(ctx context.Context) {
+// errStepsRunning says a drift check gave way to running steps.
+var errStepsRunning = errors.New("steps are running")
+
+// checkDrift checks every finished step once. It gives way to running steps (false:
+// try again in a second): a waiting check would hold every new run back behind a
+// long one, and a host half way through a step is not drift.
+func (a *agent) checkDrift(ctx context.Context) bool {
 	snap, ok := a.snapshot()
 	if !ok {
-		return
+		return true
 	}
 	for _, st := range snap.Steps {
 		if ctx.Err() != nil {
-			return
+			return true
 		}
 		if !driftCheckable(st) {
 			continue
@@ -106,6 +114,9 @@ func (a *agent) checkDrift(ctx context.Context) {
 		}
 		log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash)
 		changes, err := a.check(ctx, d, st)
+		if errors.Is(err, errStepsRunning) {
+			return false
+		}
 		if err != nil {
 			log.Warn("drift check failed", "err", err)
 			continue
@@ -127,11 +138,14 @@ func (a *agent) checkDrift(ctx context.Context) {
 			log.Warn("could not report drift; trying again next interval", "err", err)
 		}
 	}
+	return true
 }
 
 // check is driver.Check under the driver lock, with a panic turned into an error.
 func (a *agent) check(ctx context.Context, d driver.Driver, st wire.AgentStep) (changes []string, err error) {
-	a.execMu.Lock()
+	if !a.execMu.TryLock() {
+		return nil, errStepsRunning
+	}
 	defer a.execMu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
