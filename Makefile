@@ -14,7 +14,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 # The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
 BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
-.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube clean
+.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -59,10 +59,18 @@ test-flanneld: ## the bundle's flanneld (its own module): as root, against a rea
 test-e2e: bundle ## multi-process tests: coordinator clusters and (as root) the lab on booted hosts
 	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
 
+CHAOS_ROUNDS ?= 100
+CHAOS_SEED ?= 0
+chaos: bundle ## randomised faults over the lab, invariants checked each round (CHAOS_ROUNDS=100; CHAOS_SEED=N replays a seed)
+	PLINTH_BUNDLE=$(abspath $(BUNDLE)) PLINTH_CHAOS_ROUNDS=$(CHAOS_ROUNDS) PLINTH_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -tags "$(TAGS)" -count=1 -timeout 300m -v -run '^TestChaos$$' ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+
+test-chaos: ## the short chaos run make test includes (10 rounds)
+	$(MAKE) --no-print-directory chaos CHAOS_ROUNDS=10
+
 fuzz: ## fuzz the manifest decoder briefly
 	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./pkg/api/
 
-test: deps k8s-bins vet test-race test-unit test-packages test-flanneld test-e2e fuzz ## the full default suite (what CI runs)
+test: deps k8s-bins vet test-race test-unit test-packages test-flanneld test-e2e test-chaos fuzz ## the full default suite (what CI runs)
 
 demo: bundle ## run the lab: booted hosts installed from the site bundle, until the site is Ready
 	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN) --bundle $(BUNDLE)
