@@ -1,22 +1,31 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/pflag"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/ceph"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/ceph/librados"
 	"github.com/plinth-dev/plinth/pkg/containerd"
+	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/ovs"
+	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
+	"github.com/plinth-dev/plinth/pkg/stepkind"
 )
 
 // OVS driver flags. cobra adds pflag.CommandLine to the root's persistent flags, so
@@ -40,7 +49,29 @@ func orEnv(key, def string) string {
 
 // registry holds the drivers this agent can run; their state lives under
 // stateDir/drivers. hp is what this kind of machine forces on containerd and kubeadm.
+// It refuses to start an agent whose drivers and the step kind table disagree.
 func registry(stateDir string, hp hostprofile.Profile, log *slog.Logger) (*driver.Registry, error) {
+	byKind := drivers(stateDir, hp, log)
+	ds := make([]driver.Driver, 0, len(byKind))
+	for _, k := range stepkind.Names() {
+		d, ok := byKind[k]
+		if !ok {
+			continue
+		}
+		if d.Kind() != k {
+			return nil, fmt.Errorf("agent: the driver registered for %s runs %s", k, d.Kind())
+		}
+		ds = append(ds, d)
+	}
+	if err := stepkind.Check(slices.Collect(maps.Keys(byKind))); err != nil {
+		return nil, err
+	}
+	return driver.NewRegistry(ds...)
+}
+
+// drivers is the one place a step kind's driver is constructed, keyed by the kind
+// in pkg/stepkind's table (TestDriversMatchStepKinds keeps both the same).
+func drivers(stateDir string, hp hostprofile.Profile, log *slog.Logger) map[string]driver.Driver {
 	dir := filepath.Join(stateDir, "drivers")
 	ovsOpts := []ovs.Option{ovs.WithRunDir(*ovsRunDir), ovs.WithLogger(log)}
 	ovsDPDK, ovsBridges := ovs.New(ovsOpts...)
@@ -53,22 +84,25 @@ func registry(stateDir string, hp hostprofile.Profile, log *slog.Logger) (*drive
 	cephHealth, cephPool, cephUser := ceph.NewClient(librados.Dial, cephOpts...).Drivers()
 	kube := []kubeinstall.Option{kubeinstall.WithLogger(log), kubeinstall.WithHostProfile(hp)}
 	ctrd := []containerd.Option{containerd.WithLogger(log), containerd.WithPaths(containerd.Paths{RuncBinary: hp.RuncBinary})}
-	return driver.NewRegistry(
-		host.NewNetworkDriver(dir, host.WithLogger(log), reach),
-		host.NewSysctlDriver(dir, host.WithLogger(log), reach),
-		host.NewHugepagesDriver(dir, host.WithLogger(log)),
-		kubeinstall.NewBinariesDriver(dir, bundle.DefaultRoot, kube...),
-		kubeinstall.NewVIPDriver(dir, kube...),
-		kubeinstall.NewEtcdDriver(dir, kube...),
-		kubeinstall.NewInitDriver(dir, kube...),
-		kubeinstall.NewJoinControlPlaneDriver(dir, kube...),
-		kubeinstall.NewJoinDriver(dir, kube...),
-		kubeinstall.NewCNIDriver(dir, kube...),
-		kubeinstall.NewLabelsDriver(dir, kube...),
-		kubeinstall.NewHealthDriver(dir, kube...),
-		containerd.NewConfigDriver(dir, ctrd...),
-		containerd.NewImportDriver(ctrd...),
-		ovsDPDK, ovsBridges,
-		cephHealth, cephPool, cephUser,
-	)
+	return map[string]driver.Driver{
+		hostspec.KindNetwork:          host.NewNetworkDriver(dir, host.WithLogger(log), reach),
+		hostspec.KindSysctl:           host.NewSysctlDriver(dir, host.WithLogger(log), reach),
+		hostspec.KindHugepages:        host.NewHugepagesDriver(dir, host.WithLogger(log)),
+		containerdspec.KindConfig:     containerd.NewConfigDriver(dir, ctrd...),
+		containerdspec.KindImport:     containerd.NewImportDriver(ctrd...),
+		ovsspec.KindDPDK:              ovsDPDK,
+		ovsspec.KindBridges:           ovsBridges,
+		cephspec.KindHealth:           cephHealth,
+		cephspec.KindPool:             cephPool,
+		cephspec.KindUser:             cephUser,
+		kubespec.KindBinaries:         kubeinstall.NewBinariesDriver(dir, bundle.DefaultRoot, kube...),
+		kubespec.KindVIP:              kubeinstall.NewVIPDriver(dir, kube...),
+		kubespec.KindEtcd:             kubeinstall.NewEtcdDriver(dir, kube...),
+		kubespec.KindInit:             kubeinstall.NewInitDriver(dir, kube...),
+		kubespec.KindJoinControlPlane: kubeinstall.NewJoinControlPlaneDriver(dir, kube...),
+		kubespec.KindJoin:             kubeinstall.NewJoinDriver(dir, kube...),
+		kubespec.KindCNI:              kubeinstall.NewCNIDriver(dir, kube...),
+		kubespec.KindLabels:           kubeinstall.NewLabelsDriver(dir, kube...),
+		kubespec.KindHealth:           kubeinstall.NewHealthDriver(dir, kube...),
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -20,6 +21,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/stepkind"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
@@ -101,24 +103,27 @@ func newGet(g *globals) *cobra.Command {
 	var watch bool
 	var host string
 	cmd := &cobra.Command{
-		Use:   "get hosts|site|steps|events|tokens",
+		Use:   "get " + strings.Join(getWords(), "|"),
 		Short: "List objects",
 		Example: `  plinth-coordinator get hosts
   plinth-coordinator get steps --host compute-0 -o yaml
   plinth-coordinator get site --watch
-  plinth-coordinator get events --watch`,
+  plinth-coordinator get events --watch
+  plinth-coordinator get kinds`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"hosts", "site", "sites", "steps", "events", "tokens"},
+		ValidArgs: getValidArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			kind := strings.TrimSuffix(args[0], "s")
+			if kind == "kind" {
+				// The step kind table is built in: no coordinator needed.
+				return g.emit(cmd.OutOrStdout(), stepkind.All(), func(tw *tabwriter.Writer) { stepKindTable(tw, stepkind.All()) })
+			}
+			if _, ok := api.DocumentKindNamed(kind); !ok && !slices.Contains(otherGets, kind) {
+				return fmt.Errorf("unknown kind %q: want %s", args[0], orList(getWords()))
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
-			}
-			kind := strings.TrimSuffix(args[0], "s")
-			switch kind {
-			case "host", "site", "step", "event", "token":
-			default:
-				return fmt.Errorf("unknown kind %q: want hosts, site, steps, events or tokens", args[0])
 			}
 			return watchLoop(cmd.Context(), watch, func(index uint64) (uint64, error) {
 				return g.getOnce(cmd.Context(), c, cmd.OutOrStdout(), kind, host, index, watch)
@@ -128,6 +133,44 @@ func newGet(g *globals) *cobra.Command {
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep printing as things change (blocking queries, no polling)")
 	cmd.Flags().StringVar(&host, "host", "", "only this host's steps")
 	return cmd
+}
+
+// otherGets are what `get` lists besides the document kinds (singular).
+var otherGets = []string{"step", "event", "token"}
+
+// getWords are the words `get` takes, as its usage and errors name them.
+func getWords() []string {
+	var out []string
+	for _, k := range api.DocumentKinds() {
+		out = append(out, k.Resource)
+	}
+	for _, o := range otherGets {
+		out = append(out, o+"s")
+	}
+	return append(out, "kinds")
+}
+
+// getValidArgs are the completions of `get`: getWords and the plural of singleton kinds.
+func getValidArgs() []string {
+	var out []string
+	for _, k := range api.DocumentKinds() {
+		out = append(out, k.Resource)
+		if k.Resource != k.Name+"s" {
+			out = append(out, k.Name+"s")
+		}
+	}
+	for _, o := range otherGets {
+		out = append(out, o+"s")
+	}
+	return append(out, "kinds")
+}
+
+// orList joins words for a message: "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // watchLoop runs once, or forever with blocking queries when watch is set.
@@ -159,40 +202,14 @@ func watchLoop(ctx context.Context, watch bool, once func(index uint64) (uint64,
 
 func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, kind, host string, index uint64, watch bool) (uint64, error) {
 	wait := 5 * time.Minute
+	if k, ok := api.DocumentKindNamed(kind); ok {
+		get, ok := documentGets[k.Kind]
+		if !ok {
+			return 0, fmt.Errorf("get %s: this CLI cannot print %s documents", kind, k.Kind)
+		}
+		return get(g, ctx, c, w, client.Blocking(wire.DocumentPath(k), index, wait), index, watch)
+	}
 	switch kind {
-	case "host":
-		var hs []state.HostRecord
-		idx, err := c.Do(ctx, "GET", client.Blocking(wire.PathHosts, index, wait), nil, &hs)
-		if err != nil || (watch && idx == index) {
-			return idx, err
-		}
-		return idx, g.emit(w, hs, func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "NAME\tROLES\tADDRESS\tENROLLED\tREACHABLE\tREADY\tGEN\tMESSAGE")
-			for _, h := range hs {
-				ready := plan.Find(h.Host.Status.Conditions, api.ConditionReady)
-				st, msg := "-", ""
-				if ready != nil {
-					st, msg = ready.Status, ready.Message
-				}
-				if !h.Declared {
-					st, msg = "-", "enrolled but not in the manifest"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\n", h.Name, strings.Join(h.Host.Spec.Roles, ","), h.Host.Spec.ManagementAddress, h.Enrolled, dash(h.Reachable), st, h.Host.Metadata.Generation, msg)
-			}
-		})
-	case "site":
-		var s *state.SiteRecord
-		idx, err := c.Do(ctx, "GET", client.Blocking(wire.PathSite, index, wait), nil, &s)
-		if err != nil || (watch && idx == index) {
-			return idx, err
-		}
-		if s == nil {
-			return idx, errors.New("no site has been applied yet: plinth-coordinator apply -f site.yaml")
-		}
-		return idx, g.emit(w, s.Site, func(tw *tabwriter.Writer) {
-			fmt.Fprintf(tw, "SITE %s (generation %d, observed %d)\n", s.Site.Metadata.Name, s.Site.Metadata.Generation, s.Site.Status.ObservedGeneration)
-			conditionTable(tw, s.Site.Status.Conditions)
-		})
 	case "step":
 		var steps []plan.Record
 		path := wire.PathSteps
@@ -241,6 +258,53 @@ func (g *globals) getOnce(ctx context.Context, c *client.Client, w io.Writer, ki
 	return 0, nil
 }
 
+// documentGet prints `get` for one document kind from its collection path.
+type documentGet func(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string, index uint64, watch bool) (uint64, error)
+
+// documentGets prints each document kind of api.DocumentKinds
+// (TestEveryDocumentKindPrints keeps one per kind).
+var documentGets = map[string]documentGet{
+	api.KindSite: getSite,
+	api.KindHost: getHosts,
+}
+
+func getHosts(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string, index uint64, watch bool) (uint64, error) {
+	var hs []state.HostRecord
+	idx, err := c.Do(ctx, "GET", path, nil, &hs)
+	if err != nil || (watch && idx == index) {
+		return idx, err
+	}
+	return idx, g.emit(w, hs, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "NAME\tROLES\tADDRESS\tENROLLED\tREACHABLE\tREADY\tGEN\tMESSAGE")
+		for _, h := range hs {
+			ready := plan.Find(h.Host.Status.Conditions, api.ConditionReady)
+			st, msg := "-", ""
+			if ready != nil {
+				st, msg = ready.Status, ready.Message
+			}
+			if !h.Declared {
+				st, msg = "-", "enrolled but not in the manifest"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\n", h.Name, strings.Join(h.Host.Spec.Roles, ","), h.Host.Spec.ManagementAddress, h.Enrolled, dash(h.Reachable), st, h.Host.Metadata.Generation, msg)
+		}
+	})
+}
+
+func getSite(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string, index uint64, watch bool) (uint64, error) {
+	var s *state.SiteRecord
+	idx, err := c.Do(ctx, "GET", path, nil, &s)
+	if err != nil || (watch && idx == index) {
+		return idx, err
+	}
+	if s == nil {
+		return idx, errors.New("no site has been applied yet: plinth-coordinator apply -f site.yaml")
+	}
+	return idx, g.emit(w, s.Site, func(tw *tabwriter.Writer) {
+		fmt.Fprintf(tw, "SITE %s (generation %d, observed %d)\n", s.Site.Metadata.Name, s.Site.Metadata.Generation, s.Site.Status.ObservedGeneration)
+		conditionTable(tw, s.Site.Status.Conditions)
+	})
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -277,44 +341,75 @@ func stepTable(tw *tabwriter.Writer, steps []plan.Record) {
 
 func newDescribe(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:     "describe host NAME",
-		Short:   "Show a host's spec, conditions, steps and events",
-		Example: `  plinth-coordinator describe host compute-0`,
-		Args:    cobra.ExactArgs(2),
+		Use:   "describe " + strings.Join(describeWords(), "|") + " NAME",
+		Short: "Show a host's spec, conditions, steps and events, or a step kind",
+		Example: `  plinth-coordinator describe host compute-0
+  plinth-coordinator describe kind ovs.dpdk`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "host" {
-				return fmt.Errorf("describe: unknown kind %q: want host", args[0])
+			if args[0] == "kind" {
+				return describeStepKind(g, cmd.OutOrStdout(), args[1])
+			}
+			k, ok := api.DocumentKindNamed(args[0])
+			if !ok || !k.Describe || k.Name != args[0] {
+				return fmt.Errorf("describe: unknown kind %q: want %s", args[0], orList(describeWords()))
+			}
+			show, ok := documentDescribes[k.Kind]
+			if !ok {
+				return fmt.Errorf("describe %s: this CLI cannot print %s documents", args[0], k.Kind)
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			var d server.HostDetail
-			if _, err := c.Do(cmd.Context(), "GET", wire.PathHosts+"/"+args[1], nil, &d); err != nil {
-				return err
-			}
-			return g.emit(cmd.OutOrStdout(), d, func(tw *tabwriter.Writer) {
-				h := d.Host
-				fmt.Fprintf(tw, "Name:\t%s\nRoles:\t%s\nManagement address:\t%s\nEnrolled:\t%v\nGeneration:\t%d (observed %d)\n",
-					h.Name, strings.Join(h.Host.Spec.Roles, ","), h.Host.Spec.ManagementAddress, h.Enrolled, h.Host.Metadata.Generation, h.Host.Status.ObservedGeneration)
-				if !h.FactsAt.IsZero() {
-					fmt.Fprintf(tw, "Facts reported:\t%s (hash %s)\n", h.FactsAt.Local().Format(time.RFC3339), h.FactsHash)
-				}
-				fmt.Fprintln(tw, "\nConditions:")
-				conditionTable(tw, h.Host.Status.Conditions)
-				fmt.Fprintln(tw, "\nSteps:")
-				stepTable(tw, d.Steps)
-				fmt.Fprintln(tw, "\nEvents:")
-				evs := d.Events
-				if len(evs) > 20 {
-					evs = evs[len(evs)-20:]
-				}
-				for _, e := range evs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, e.Message)
-				}
-			})
+			return show(g, cmd.Context(), c, cmd.OutOrStdout(), wire.DocumentPath(k)+"/"+args[1])
 		},
 	}
+}
+
+// describeWords are the kinds `describe` takes: document kinds that can be
+// described, and step kinds.
+func describeWords() []string {
+	var out []string
+	for _, k := range api.DocumentKinds() {
+		if k.Describe {
+			out = append(out, k.Name)
+		}
+	}
+	return append(out, "kind")
+}
+
+// documentDescribes prints `describe` for each document kind whose row says
+// Describe (TestEveryDocumentKindPrints keeps them so).
+var documentDescribes = map[string]func(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error{
+	api.KindHost: describeHost,
+}
+
+func describeHost(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error {
+	var d server.HostDetail
+	if _, err := c.Do(ctx, "GET", path, nil, &d); err != nil {
+		return err
+	}
+	return g.emit(w, d, func(tw *tabwriter.Writer) {
+		h := d.Host
+		fmt.Fprintf(tw, "Name:\t%s\nRoles:\t%s\nManagement address:\t%s\nEnrolled:\t%v\nGeneration:\t%d (observed %d)\n",
+			h.Name, strings.Join(h.Host.Spec.Roles, ","), h.Host.Spec.ManagementAddress, h.Enrolled, h.Host.Metadata.Generation, h.Host.Status.ObservedGeneration)
+		if !h.FactsAt.IsZero() {
+			fmt.Fprintf(tw, "Facts reported:\t%s (hash %s)\n", h.FactsAt.Local().Format(time.RFC3339), h.FactsHash)
+		}
+		fmt.Fprintln(tw, "\nConditions:")
+		conditionTable(tw, h.Host.Status.Conditions)
+		fmt.Fprintln(tw, "\nSteps:")
+		stepTable(tw, d.Steps)
+		fmt.Fprintln(tw, "\nEvents:")
+		evs := d.Events
+		if len(evs) > 20 {
+			evs = evs[len(evs)-20:]
+		}
+		for _, e := range evs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, e.Message)
+		}
+	})
 }
 
 func newNode(g *globals) *cobra.Command {
@@ -388,25 +483,37 @@ func newRetry(g *globals) *cobra.Command {
 
 func newDelete(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:     "delete host NAME",
+		Use:     "delete " + strings.Join(deleteWords(), "|") + " NAME",
 		Short:   "Remove a host from the site",
 		Example: `  plinth-coordinator delete host compute-3`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "host" {
-				return fmt.Errorf("delete: unknown kind %q: want host", args[0])
+			k, ok := api.DocumentKindNamed(args[0])
+			if !ok || !k.Delete || k.Name != args[0] {
+				return fmt.Errorf("delete: unknown kind %q: want %s", args[0], orList(deleteWords()))
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			if _, err := c.Do(cmd.Context(), "DELETE", wire.PathHosts+"/"+args[1], nil, nil); err != nil {
+			if _, err := c.Do(cmd.Context(), "DELETE", wire.DocumentPath(k)+"/"+args[1], nil, nil); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "host %s deleted\n", args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s deleted\n", k.Name, args[1])
 			return nil
 		},
 	}
+}
+
+// deleteWords are the document kinds `delete` takes.
+func deleteWords() []string {
+	var out []string
+	for _, k := range api.DocumentKinds() {
+		if k.Delete {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }
 
 func newMembers(g *globals) *cobra.Command {

@@ -53,7 +53,7 @@ func Decode(file string, data []byte) (*Manifest, error) {
 	}
 	if len(d.errs) == 0 && d.m.Site == nil && len(d.m.Hosts) == 0 {
 		d.add(0, "", "holds no document: a manifest has a Site and/or Host documents "+
-			"(apiVersion: "+APIVersion+", kind: "+KindSite+" or "+KindHost+"); an empty file changes nothing, so it is refused")
+			"(apiVersion: "+APIVersion+", kind: "+kindList("or")+"); an empty file changes nothing, so it is refused")
 	}
 	if len(d.errs) > 0 {
 		return nil, d.errs
@@ -119,9 +119,10 @@ func (d *decoder) document(doc int, j []byte) {
 		d.add(doc, "apiVersion", fmt.Sprintf("%s is not supported; valid: %q", got(obj, "apiVersion"), APIVersion))
 		bad = true
 	}
-	kind, _ := obj["kind"].(string)
-	if kind != KindSite && kind != KindHost {
-		d.add(doc, "kind", fmt.Sprintf("%s is not a valid kind; valid kinds are %s and %s", got(obj, "kind"), KindSite, KindHost))
+	kindName, _ := obj["kind"].(string)
+	kind, ok := LookupDocumentKind(kindName)
+	if !ok {
+		d.add(doc, "kind", fmt.Sprintf("%s is not a valid kind; valid kinds are %s", got(obj, "kind"), kindList("and")))
 		bad = true
 	}
 	if bad {
@@ -134,19 +135,9 @@ func (d *decoder) document(doc int, j []byte) {
 		delete(md, "generation")
 	}
 
-	var root string
-	var target any
-	switch kind {
-	case KindSite:
-		if d.m.Site != nil {
-			d.add(doc, "kind", fmt.Sprintf("a manifest holds at most one Site; another is in document %d", d.m.Site.docIndex))
-			return
-		}
-		root, target = "site", &Site{}
-	case KindHost:
-		name, _ := lookup(obj, "metadata", "name").(string)
-		root, target = index("hosts", key(name, d.hosts)), &Host{}
-		d.hosts++
+	root, target, ok := kind.start(d, doc, obj)
+	if !ok {
+		return
 	}
 
 	n := len(d.errs)
@@ -166,14 +157,7 @@ func (d *decoder) document(doc int, j []byte) {
 		d.add(doc, root, fmt.Sprintf("cannot decode: %v", err))
 		return
 	}
-	switch t := target.(type) {
-	case *Site:
-		t.docIndex = doc
-		d.m.Site = t
-	case *Host:
-		t.docIndex = doc
-		d.m.Hosts = append(d.m.Hosts, *t)
-	}
+	kind.keep(d.m, doc, target)
 }
 
 // got describes obj[field] for an error message.

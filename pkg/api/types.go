@@ -11,7 +11,8 @@ import "time"
 // APIVersion is the only manifest version this build understands.
 const APIVersion = "plinth.dev/v1alpha1"
 
-// Document kinds.
+// Document kinds; what each means to decoding, storage, the API and the CLI is its
+// row in the document kind table (kinds.go).
 const (
 	KindSite = "Site"
 	KindHost = "Host"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/stepkind"
 )
 
 // State is where a step is in its life.
@@ -87,8 +88,12 @@ func HashInputs(kind string, inputs json.RawMessage) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// NewStep renders a step, marshalling inputs and hashing them.
+// NewStep renders a step, marshalling inputs and hashing them. The kind must be in
+// the step kind table (pkg/stepkind) and inputs of its contract type.
 func NewStep(host, kind, name string, inputs any, deps ...string) (Step, error) {
+	if err := stepkind.CheckInputs(kind, inputs); err != nil {
+		return Step{}, err
+	}
 	raw, err := json.Marshal(inputs)
 	if err != nil {
 		return Step{}, err

@@ -6,12 +6,10 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -46,65 +44,53 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getSite(w http.ResponseWriter, r *http.Request) error {
-	return s.block(w, r, func(v state.View) (any, uint64) {
-		site, ok := v.Site()
-		if !ok {
-			return nil, v.Index()
+// getDocuments serves `get` for one document kind: the rows pkg/state keeps for it.
+func (s *Server) getDocuments(k api.DocumentKind) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var err error
+		s.cfg.Store.Read(func(v state.View) { _, _, err = v.List(k.Kind) })
+		if err != nil {
+			return err
 		}
-		return site, site.ModifyIndex
-	})
-}
-
-func (s *Server) getHosts(w http.ResponseWriter, r *http.Request) error {
-	return s.block(w, r, func(v state.View) (any, uint64) {
-		hs := v.Hosts()
-		var idx uint64
-		for _, h := range hs {
-			idx = max(idx, h.ModifyIndex)
-		}
-		return hs, idx
-	})
-}
-
-// HostDetail is a host with its steps and recent events, for `describe host`. It
-// stays here rather than in pkg/wire because its parts are pkg/state records, and
-// pkg/state links Raft, which the agent must not.
-type HostDetail struct {
-	Host   state.HostRecord `json:"host"`
-	Steps  []plan.Record    `json:"steps"`
-	Events []state.Event    `json:"events"`
-}
-
-func (s *Server) getHost(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	var exists bool
-	s.cfg.Store.Read(func(v state.View) { _, exists = v.Host(name) })
-	if !exists {
-		return fmt.Errorf("host %q: %w (see `plinth-coordinator get hosts`)", name, state.ErrNotFound)
+		return s.block(w, r, func(v state.View) (any, uint64) {
+			out, idx, _ := v.List(k.Kind)
+			return out, idx
+		})
 	}
-	return s.block(w, r, func(v state.View) (any, uint64) {
-		h, _ := v.Host(name)
-		d := HostDetail{Host: h, Steps: v.Steps(name)}
-		idx := h.ModifyIndex
-		for _, st := range d.Steps {
-			idx = max(idx, st.ModifyIndex)
-		}
-		for _, e := range v.Events(0) {
-			if e.Object == "host/"+name || strings.HasPrefix(e.Object, "step/"+name+"/") {
-				d.Events = append(d.Events, e)
-			}
-		}
-		return d, idx
-	})
 }
 
-func (s *Server) deleteHost(w http.ResponseWriter, r *http.Request) error {
-	if err := s.propose(r.Context(), state.CmdDeleteHost, state.DeleteHost{Name: r.PathValue("name")}); err != nil {
-		return err
+// HostDetail is what `describe host` shows; pkg/state builds it.
+type HostDetail = state.HostDetail
+
+// describeDocument serves `describe` for one document kind.
+func (s *Server) describeDocument(k api.DocumentKind) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		name := r.PathValue("name")
+		var err error
+		s.cfg.Store.Read(func(v state.View) { _, _, err = v.Describe(k.Kind, name) })
+		if err != nil {
+			return fmt.Errorf("%w (see `plinth-coordinator get %s`)", err, k.Resource)
+		}
+		return s.block(w, r, func(v state.View) (any, uint64) {
+			d, idx, _ := v.Describe(k.Kind, name)
+			return d, idx
+		})
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
-	return nil
+}
+
+// deleteDocument serves `delete` for one document kind.
+func (s *Server) deleteDocument(k api.DocumentKind) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		typ, body, err := state.DeleteCommand(k.Kind, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		if err := s.propose(r.Context(), typ, body); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+		return nil
+	}
 }
 
 func (s *Server) getSteps(w http.ResponseWriter, r *http.Request) error {

@@ -209,10 +209,17 @@ func (s *Server) routes() {
 	s.handleNode("GET "+wire.PathStatus, anyone, s.status)
 
 	s.handle("POST "+wire.PathApply, admins, s.apply)
-	s.handle("GET "+wire.PathSite, readers, s.getSite)
-	s.handle("GET "+wire.PathHosts, readers, s.getHosts)
-	s.handle("GET "+wire.PathHosts+"/{name}", readers, s.getHost)
-	s.handle("DELETE "+wire.PathHosts+"/{name}", admins, s.deleteHost)
+	// Every document kind: get, and describe and delete where its row says so.
+	for _, k := range api.DocumentKinds() {
+		p := wire.DocumentPath(k)
+		s.handle("GET "+p, readers, s.getDocuments(k))
+		if k.Describe {
+			s.handle("GET "+p+"/{name}", readers, s.describeDocument(k))
+		}
+		if k.Delete {
+			s.handle("DELETE "+p+"/{name}", admins, s.deleteDocument(k))
+		}
+	}
 	s.handle("GET "+wire.PathSteps, readers, s.getSteps)
 	s.handle("POST "+wire.PathRetry, admins, s.retry)
 	s.handle("GET "+wire.PathEvents, readers, s.getEvents)

@@ -1,5 +1,12 @@
 package wire
 
+import "github.com/plinth-dev/plinth/pkg/api"
+
+// DocumentPath is the collection of one document kind: `get` reads it, describe
+// and delete append "/" + name. PathSite and PathHosts are its values for Site and
+// Host (TestDocumentPaths).
+func DocumentPath(k api.DocumentKind) string { return "/v1/" + k.Resource }
+
 // Paths of the coordinator API, shared by the server's route table and its callers.
 // Routes with a trailing path value append it ("/v1/hosts/" + name).
 const (

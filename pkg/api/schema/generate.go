@@ -67,9 +67,9 @@ func Generate(apiDir string) (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	used := map[int]bool{}
-	for _, k := range kinds {
+	for _, k := range kinds() {
 		g := generator{comments: comments, defaults: defs, used: map[int]bool{}}
-		t := reflect.TypeOf(k.typ)
+		t := k.typ
 		s := g.object(k.root, t)
 		s.Description = g.comments[t.Name()].doc
 		s.Schema = Draft
@@ -97,7 +97,7 @@ func Generate(apiDir string) (map[string][]byte, error) {
 		Required:    []string{"kind"},
 		Properties:  map[string]*Schema{"kind": {Type: "string", Enum: []string{}}},
 	}
-	for _, k := range kinds {
+	for _, k := range kinds() {
 		m.Properties["kind"].Enum = append(m.Properties["kind"].Enum, k.kind)
 		m.AllOf = append(m.AllOf, &Schema{
 			If:   &Schema{Properties: map[string]*Schema{"kind": {Const: k.kind}}},

@@ -21,6 +21,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -144,22 +145,30 @@ type Document struct {
 	Schema *Schema
 }
 
-// kinds are the documents the schema covers, in the order listed.
-var kinds = []struct {
+// kind is one document the schema covers: a row of api.DocumentKinds.
+type kind struct {
 	kind, root, file string
-	typ              any
-}{
-	{api.KindSite, "site", "site.json", api.Site{}},
-	{api.KindHost, "host", "host.json", api.Host{}},
+	typ              reflect.Type
 }
 
-//go:embed site.json host.json manifest.json
+// kinds are the documents the schema covers, in the order of api.DocumentKinds.
+func kinds() []kind {
+	var out []kind
+	for _, k := range api.DocumentKinds() {
+		out = append(out, kind{k.Kind, k.Name, k.Name + ".json", k.Type})
+	}
+	return out
+}
+
+// The schema of every document kind and of the manifest, as go generate wrote them.
+//
+//go:embed *.json
 var embedded embed.FS
 
 // Documents returns the schemas the CLI was built with.
 func Documents() ([]Document, error) {
 	var out []Document
-	for _, k := range kinds {
+	for _, k := range kinds() {
 		b, err := embedded.ReadFile(k.file)
 		if err != nil {
 			return nil, fmt.Errorf("schema: read embedded %s: %w", k.file, err)
