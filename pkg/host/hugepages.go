@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,7 +80,7 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 	}
 	want, err := parseHugepages(inputs)
 	if err != nil {
-		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+		return nil, err
 	}
 	orig, err := d.state.load()
 	if err != nil {
@@ -169,15 +168,20 @@ func setHugepages(path, key, n string) error {
 	return nil
 }
 
+// parseHugepages decodes and checks inputs; every error is Permanent.
 func parseHugepages(raw json.RawMessage) ([]hostspec.HugepageSpec, error) {
 	var in hostspec.HugepagesInputs
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return nil, err
-		}
+	if err := driver.DecodeInputs(hostspec.KindHugepages, raw, &in); err != nil {
+		return nil, err
 	}
+	want, err := checkHugepages(in)
+	if err != nil {
+		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+	}
+	return want, nil
+}
+
+func checkHugepages(in hostspec.HugepagesInputs) ([]hostspec.HugepageSpec, error) {
 	seen := map[string]bool{}
 	for _, s := range in.Pages {
 		key := hugepageKey(s)

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -49,7 +48,7 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 	}
 	want, err := parseSysctls(inputs)
 	if err != nil {
-		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+		return nil, err
 	}
 	orig, err := d.state.load()
 	if err != nil {
@@ -134,15 +133,20 @@ func writeSysctl(path, key, value string) error {
 	return nil
 }
 
+// parseSysctls decodes and checks inputs; every error is Permanent.
 func parseSysctls(raw json.RawMessage) ([]hostspec.SysctlSpec, error) {
 	var in hostspec.SysctlInputs
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return nil, err
-		}
+	if err := driver.DecodeInputs(hostspec.KindSysctl, raw, &in); err != nil {
+		return nil, err
 	}
+	want, err := checkSysctls(in)
+	if err != nil {
+		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+	}
+	return want, nil
+}
+
+func checkSysctls(in hostspec.SysctlInputs) ([]hostspec.SysctlSpec, error) {
 	seen := map[string]bool{}
 	for _, s := range in.Sysctls {
 		switch {

@@ -34,7 +34,7 @@ func (d *EtcdDriver) Kind() string { return kubespec.KindEtcd }
 // Diff implements driver.Driver.
 func (d *EtcdDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.EtcdInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	if in.Member.Name == "" || in.Member.IP == "" || in.DataDir == "" || in.Binary == "" {

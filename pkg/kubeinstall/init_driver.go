@@ -36,7 +36,7 @@ const initConfigFile = kubeadmDir + "/init.yaml"
 // Diff implements driver.Driver.
 func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.InitInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	if err := d.o.need("kubeadm"); err != nil {

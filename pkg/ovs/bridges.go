@@ -81,7 +81,7 @@ func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver
 
 func decodeBridges(raw json.RawMessage) (ovsspec.BridgesInputs, error) {
 	var in ovsspec.BridgesInputs
-	if err := decodeInputs(raw, &in); err != nil {
+	if err := driver.DecodeInputs(ovsspec.KindBridges, raw, &in); err != nil {
 		return in, err
 	}
 	seen := map[string]bool{}

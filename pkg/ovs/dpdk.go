@@ -52,7 +52,7 @@ func (d *DPDKDriver) Kind() string { return ovsspec.KindDPDK }
 // (vswitchd initialises DPDK at run time the first time) or a restart.
 func (d *DPDKDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in ovsspec.DPDKInputs
-	if err := decodeInputs(raw, &in); err != nil {
+	if err := driver.DecodeInputs(ovsspec.KindDPDK, raw, &in); err != nil {
 		return nil, err
 	}
 	topo, err := readTopology(d.opts.sysRoot)
@@ -286,7 +286,7 @@ func (d *DPDKDriver) recordApplied(ctx context.Context, hash string) error {
 // PMD threads, if any exist yet, run on the CPUs of pmd-cpu-mask.
 func (d *DPDKDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
 	var in ovsspec.DPDKInputs
-	if err := decodeInputs(raw, &in); err != nil {
+	if err := driver.DecodeInputs(ovsspec.KindDPDK, raw, &in); err != nil {
 		return nil, err
 	}
 	s, err := d.db.snapshot(ctx)
