@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -172,7 +173,7 @@ func (d *EtcdDriver) bootstrap(ctx context.Context, cl *etcdClient, in kubespec.
 		listed := false
 		for _, lm := range list {
 			name := lm.Name
-			if contains(lm.PeerURLs, self) {
+			if slices.Contains(lm.PeerURLs, self) {
 				if len(lm.ClientURLs) > 0 {
 					return nil, "", driver.Permanent(fmt.Errorf("kube.etcd: member %s (%s) has run in this cluster before but its data dir %s is empty: "+
 						"it lost its data; follow the fenced recovery in docs/kubernetes.md (remove the member, then retry this step)",

@@ -39,12 +39,3 @@ func nonEmptyDir(dir string) bool {
 
 // missing reports whether err says a file does not exist.
 func missing(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
@@ -112,7 +113,7 @@ func (d *InitDriver) upkeep(ctx context.Context, c kubernetes.Interface, in kube
 		}
 		if !ok {
 			pending = append(pending, n)
-			if contains(in.ControlPlanes, n) {
+			if slices.Contains(in.ControlPlanes, n) {
 				pendingCP = append(pendingCP, n)
 			}
 		}
