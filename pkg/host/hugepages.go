@@ -86,7 +86,7 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 	if err != nil {
 		return nil, err
 	}
-	var steps []step
+	var steps []undoable
 	wanted := map[string]bool{}
 	for _, s := range want {
 		key := hugepageKey(s)
@@ -103,7 +103,7 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 		if cur == n {
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("%s: %s -> %d pages", describePool(key), cur, s.Count),
 			apply: func(context.Context) error {
 				if err := d.state.remember(key, cur); err != nil {
@@ -126,13 +126,13 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 		path, was := d.path(k), orig[k]
 		cur, err := readValue(path)
 		if err != nil || cur == was {
-			steps = append(steps, step{
+			steps = append(steps, undoable{
 				summary: describePool(k) + ": forget (no longer declared, at its original count or gone)",
 				apply:   func(context.Context) error { return d.state.forget(k) },
 			})
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("%s: %s -> %s pages (restored: no longer declared)", describePool(k), cur, was),
 			apply: func(context.Context) error {
 				if err := setHugepages(path, k, was); err != nil {

@@ -54,7 +54,7 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 	if err != nil {
 		return nil, err
 	}
-	var steps []step
+	var steps []undoable
 	wanted := map[string]bool{}
 	for _, s := range want {
 		wanted[s.Key] = true
@@ -71,7 +71,7 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 		if cur == normValue(s.Value) {
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("sysctl %s: %s -> %s", s.Key, cur, normValue(s.Value)),
 			apply: func(context.Context) error {
 				if err := d.state.remember(s.Key, cur); err != nil {
@@ -94,13 +94,13 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 		path, was := filepath.Join(d.o.procSys, sysctlRel(k)), orig[k]
 		cur, err := readValue(path)
 		if err != nil || cur == was {
-			steps = append(steps, step{
+			steps = append(steps, undoable{
 				summary: fmt.Sprintf("sysctl %s: forget (no longer declared, at its original value or gone)", k),
 				apply:   func(context.Context) error { return d.state.forget(k) },
 			})
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("sysctl %s: %s -> %s (restored: no longer declared)", k, cur, was),
 			apply: func(context.Context) error {
 				if err := writeSysctl(path, k, was); err != nil {
