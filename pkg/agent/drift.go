@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -62,7 +63,7 @@ func (m *driftMemo) forget(id string) {
 
 // driftInterval is the check period the coordinators asked for.
 func (a *agent) driftInterval() time.Duration {
-	sec := defaultDriftSec
+	sec := api.DefaultDriftCheckSeconds // until the coordinators say
 	if s, ok := a.snapshot(); ok && s.DriftCheckSeconds > 0 {
 		sec = s.DriftCheckSeconds
 	}

@@ -23,10 +23,9 @@ func MemberName(host string) string { return "agent:" + host }
 
 // Timings that are not worth a flag.
 const (
-	stepsWait       = 30 * time.Second // blocking query wait
-	requestTimeout  = 30 * time.Second // any other request
-	configRefresh   = 5 * time.Minute  // GET /v1/agent/config
-	defaultDriftSec = 60
+	stepsWait      = 30 * time.Second // blocking query wait
+	requestTimeout = 30 * time.Second // any other request
+	configRefresh  = 5 * time.Minute  // GET /v1/agent/config
 )
 
 // agent is one running daemon. Every goroutine it starts is owned by Run.

@@ -1,6 +1,10 @@
 package api
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
+)
 
 // CephSpec prepares an existing Ceph cluster for the cloud: pools, cephx users and
 // their keys. Plinth never deploys Ceph daemons; the steps run on one host (usually a
@@ -83,9 +87,20 @@ type CephUser struct {
 const (
 	CephDefaultsOpenStack = "openstack"
 	CephDefaultsNone      = "none"
-	DefaultCephUser       = "admin"
+	DefaultCephDefaults   = CephDefaultsOpenStack
+	DefaultCephUser       = cephspec.DefaultUser
 	DefaultCephApp        = "rbd"
 )
+
+// Effective returns the spec with its own defaults applied, as the planner renders
+// it: the user and the default set. Pools and users are completed by CephPools and
+// CephUsers, the host by CephHost (they need the rest of the site). The stored
+// manifest keeps the operator's zeros.
+func (c CephSpec) Effective() CephSpec {
+	setString(&c.User, DefaultCephUser)
+	setString(&c.Defaults, DefaultCephDefaults)
+	return c
+}
 
 // cephOpenStackPools and cephOpenStackUsers are the "openstack" defaults: the
 // Kubernetes RBD provisioner's pool and the pools Glance, Cinder (and its backups)

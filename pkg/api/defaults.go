@@ -1,7 +1,10 @@
 package api
 
-// Defaults applied by Default. They are exported so the CLI can document them and
-// Validate can reason about the values a zero field will take.
+// Defaults applied by Default and the Effective methods. This package is the one home
+// of every manifest default: the planner's renderers call these functions instead of
+// filling zeros themselves, and the JSON schema (pkg/api/schema) reads the defaults by
+// running them. The values are exported so the CLI can document them and Validate can
+// reason about the values a zero field will take.
 const (
 	DefaultDrift             = DriftRepair
 	DefaultDriftCheckSeconds = 60
@@ -39,12 +42,7 @@ func (m *Manifest) Default() {
 
 // Default fills in unset site fields.
 func (s *SiteSpec) Default() {
-	p := &s.Policy
-	setString(&p.Drift, DefaultDrift)
-	setInt(&p.DriftCheckSeconds, DefaultDriftCheckSeconds)
-	setInt(&p.MaxAttempts, DefaultMaxAttempts)
-	setInt(&p.RetryBaseSeconds, DefaultRetryBaseSeconds)
-	setInt(&p.RetryMaxSeconds, DefaultRetryMaxSeconds)
+	s.Policy = s.Policy.Effective()
 	for i := range s.Networks {
 		setInt(&s.Networks[i].MTU, DefaultNetworkMTU)
 	}
@@ -57,6 +55,17 @@ func (s *SiteSpec) Default() {
 			setString(&s.Charts[i].Charts[j].Namespace, DefaultChartNamespace)
 		}
 	}
+}
+
+// Effective returns the policy with every zero field set to its default. Only zeros:
+// a negative value stays for Validate to refuse.
+func (p Policy) Effective() Policy {
+	setString(&p.Drift, DefaultDrift)
+	setInt(&p.DriftCheckSeconds, DefaultDriftCheckSeconds)
+	setInt(&p.MaxAttempts, DefaultMaxAttempts)
+	setInt(&p.RetryBaseSeconds, DefaultRetryBaseSeconds)
+	setInt(&p.RetryMaxSeconds, DefaultRetryMaxSeconds)
+	return p
 }
 
 // Default fills in unset host fields.
@@ -75,25 +84,43 @@ func (in *Interface) Default() {
 		if in.Bond == nil {
 			in.Bond = &BondOptions{}
 		}
-		b := in.Bond
-		setString(&b.Mode, DefaultBondMode)
-		if b.Mode == BondLACP {
-			setString(&b.LACPRate, DefaultBondLACPRate)
-		}
-		if b.Mode == BondLACP || b.Mode == BondBalanceXOR {
-			setString(&b.HashPolicy, DefaultBondHashPolicy)
-		}
-		setInt(&b.MIIMon, DefaultBondMIIMon)
+		*in.Bond = in.Bond.Effective()
 	case InterfaceMacvlan:
 		if in.Macvlan == nil {
 			in.Macvlan = &MacvlanOptions{}
 		}
-		setString(&in.Macvlan.Mode, DefaultMacvlanMode)
+		*in.Macvlan = in.Macvlan.Effective()
 	case InterfaceVXLAN:
 		if in.VXLAN != nil {
-			setInt(&in.VXLAN.Port, DefaultVXLANPort)
+			*in.VXLAN = in.VXLAN.Effective()
 		}
 	}
+}
+
+// Effective returns the bond options with the defaults of their mode: 802.3ad, its
+// LACP rate, a hash policy for the modes that balance, and the MII monitor interval.
+func (b BondOptions) Effective() BondOptions {
+	setString(&b.Mode, DefaultBondMode)
+	if b.Mode == BondLACP {
+		setString(&b.LACPRate, DefaultBondLACPRate)
+	}
+	if b.Mode == BondLACP || b.Mode == BondBalanceXOR {
+		setString(&b.HashPolicy, DefaultBondHashPolicy)
+	}
+	setInt(&b.MIIMon, DefaultBondMIIMon)
+	return b
+}
+
+// Effective returns the macvlan options with the default mode.
+func (m MacvlanOptions) Effective() MacvlanOptions {
+	setString(&m.Mode, DefaultMacvlanMode)
+	return m
+}
+
+// Effective returns the VXLAN options with the default (IANA) port.
+func (x VXLANOptions) Effective() VXLANOptions {
+	setInt(&x.Port, DefaultVXLANPort)
+	return x
 }
 
 func setString(p *string, v string) {

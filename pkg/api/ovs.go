@@ -1,5 +1,7 @@
 package api
 
+import "slices"
+
 // OVSSpec is the Open vSwitch datapath Plinth prepares on data hosts (hosts with an
 // interface on a data network, or with spec.ovs of their own) before Kubernetes and
 // the Neutron charts take over. OVS runs on the host, not in a container.
@@ -121,4 +123,55 @@ type OVSBond struct {
 	LACPTime string `json:"lacpTime,omitempty"`
 	// Members are the bonded interfaces.
 	Members []OVSInterface `json:"members"`
+}
+
+// OVS defaults.
+const (
+	DefaultOVSDatapath = OVSDatapathNetdev
+	DefaultOVSBondMode = OVSBondActiveBackup
+)
+
+// Effective returns the spec with its bridges' defaults applied (see
+// OVSBridge.Effective). The planner applies them after merging a host's bridges onto
+// the site's, because a host bridge's unset datapath keeps the site's.
+func (o OVSSpec) Effective() OVSSpec {
+	o.Bridges = slices.Clone(o.Bridges)
+	for i := range o.Bridges {
+		o.Bridges[i] = o.Bridges[i].Effective()
+	}
+	return o
+}
+
+// Effective returns the bridge with the netdev datapath unless set, and its ports
+// with their interface types and bond mode; the lists are copied, never shared.
+func (b OVSBridge) Effective() OVSBridge {
+	setString(&b.Datapath, DefaultOVSDatapath)
+	b.Ports = slices.Clone(b.Ports)
+	for i := range b.Ports {
+		p := &b.Ports[i]
+		if p.Bond == nil {
+			p.Type = OVSInterfaceType(p.OVSInterface)
+		} else {
+			bond := *p.Bond
+			setString(&bond.Mode, DefaultOVSBondMode)
+			bond.Members = slices.Clone(bond.Members)
+			for j := range bond.Members {
+				bond.Members[j].Type = OVSInterfaceType(bond.Members[j])
+			}
+			p.Bond = &bond
+		}
+	}
+	return b
+}
+
+// OVSInterfaceType is the interface's type with the default applied: dpdk when it
+// names a PCI address or devargs, system otherwise.
+func OVSInterfaceType(in OVSInterface) string {
+	switch {
+	case in.Type != "":
+		return in.Type
+	case in.PCI != "" || in.Devargs != "":
+		return OVSPortDPDK
+	}
+	return OVSPortSystem
 }

@@ -255,18 +255,6 @@ func (v *validator) ovsInterface(p string, in OVSInterface, b OVSBridge, dpdk bo
 	}
 }
 
-// OVSInterfaceType is the interface's type with the default applied: dpdk when it
-// names a PCI address or devargs, system otherwise.
-func OVSInterfaceType(in OVSInterface) string {
-	switch {
-	case in.Type != "":
-		return in.Type
-	case in.PCI != "" || in.Devargs != "":
-		return OVSPortDPDK
-	}
-	return OVSPortSystem
-}
-
 func ovsUsesDPDK(pt OVSPort) bool {
 	if pt.Bond == nil {
 		return OVSInterfaceType(pt.OVSInterface) == OVSPortDPDK

@@ -51,7 +51,7 @@ func NewClient(dial Dialer, opts ...Option) *Client {
 // file when conn names neither a file nor monitors.
 func (c *Client) resolve(conn cephspec.Conn) cephspec.Conn {
 	if conn.User == "" {
-		conn.User = "admin"
+		conn.User = cephspec.DefaultUser
 	}
 	if conn.ConfigFile == "" && len(conn.Monitors) == 0 {
 		conn.ConfigFile = c.conf

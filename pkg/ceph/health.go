@@ -27,7 +27,7 @@ var errWaitCluster = errors.New("waiting for the cluster to recover (Plinth prep
 // Diff implements driver.Driver.
 func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in cephspec.HealthInputs
-	if err := decode(cephspec.KindHealth, raw, &in); err != nil {
+	if err := driver.DecodeInputs(cephspec.KindHealth, raw, &in); err != nil {
 		return nil, err
 	}
 	cl, err := d.c.session(ctx, in.Cluster)
@@ -51,7 +51,7 @@ func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 // which Kubernetes' RBD provisioner and the OpenStack charts are configured with.
 func (d *HealthDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
 	var in cephspec.HealthInputs
-	if err := decode(cephspec.KindHealth, raw, &in); err != nil {
+	if err := driver.DecodeInputs(cephspec.KindHealth, raw, &in); err != nil {
 		return nil, err
 	}
 	cl, err := d.c.session(ctx, in.Cluster)

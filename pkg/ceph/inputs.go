@@ -1,7 +1,6 @@
 package ceph
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -9,19 +8,9 @@ import (
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
-// decode reads step inputs strictly; a bad input is Permanent (a retry cannot fix it).
-func decode(kind string, raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return driver.Permanent(fmt.Errorf("ceph: %s: invalid inputs: %w", kind, err))
-	}
-	return nil
-}
-
 func parsePool(raw json.RawMessage) (cephspec.PoolInputs, error) {
 	var in cephspec.PoolInputs
-	if err := decode(cephspec.KindPool, raw, &in); err != nil {
+	if err := driver.DecodeInputs(cephspec.KindPool, raw, &in); err != nil {
 		return in, err
 	}
 	switch {
@@ -41,7 +30,7 @@ func parsePool(raw json.RawMessage) (cephspec.PoolInputs, error) {
 
 func parseUser(raw json.RawMessage) (cephspec.UserInputs, error) {
 	var in cephspec.UserInputs
-	if err := decode(cephspec.KindUser, raw, &in); err != nil {
+	if err := driver.DecodeInputs(cephspec.KindUser, raw, &in); err != nil {
 		return in, err
 	}
 	if in.Name == "" {

@@ -102,8 +102,8 @@ func (d *ConfigDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 // parseConfig decodes and checks inputs; bad inputs are Permanent.
 func parseConfig(raw json.RawMessage) (containerdspec.ConfigInputs, error) {
 	var in containerdspec.ConfigInputs
-	if err := json.Unmarshal(raw, &in); err != nil {
-		return in, driver.Permanent(fmt.Errorf("containerd: decode inputs: %w", err))
+	if err := driver.DecodeInputs(containerdspec.KindConfig, raw, &in); err != nil {
+		return in, err
 	}
 	bad := func(format string, args ...any) (containerdspec.ConfigInputs, error) {
 		return in, driver.Permanent(fmt.Errorf("containerd: inputs: "+format, args...))

@@ -104,8 +104,8 @@ func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 // parseImport decodes and checks inputs; bad inputs are Permanent.
 func parseImport(raw json.RawMessage) (containerdspec.ImportInputs, error) {
 	var in containerdspec.ImportInputs
-	if err := json.Unmarshal(raw, &in); err != nil {
-		return in, driver.Permanent(fmt.Errorf("containerd: decode inputs: %w", err))
+	if err := driver.DecodeInputs(containerdspec.KindImport, raw, &in); err != nil {
+		return in, err
 	}
 	if in.Snapshotter == "" && len(in.Archives) > 0 {
 		return in, driver.Permanent(errors.New("containerd: inputs: snapshotter is required"))

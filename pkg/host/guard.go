@@ -12,9 +12,10 @@ import (
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
-// step is one planned change with the action that undoes it. Undo restores what the
-// snapshot showed; nil means there is nothing to undo (state-only changes).
-type step struct {
+// undoable is one planned change to the host with the action that undoes it (not a
+// plan step: one step's Diff plans many). Undo restores what the snapshot showed; nil
+// means there is nothing to undo (state-only changes).
+type undoable struct {
 	summary string
 	apply   func(ctx context.Context) error
 	undo    func(ctx context.Context) error
@@ -24,7 +25,7 @@ type step struct {
 // transaction (see WithReachability). again, if set, plans what is left once they
 // are applied: the kernel may undo some of them (removing a link's last address
 // flushes its routes), and the transaction only commits once nothing is left.
-func changes(o *options, steps []step, again func(context.Context) ([]step, error)) []driver.Change {
+func changes(o *options, steps []undoable, again func(context.Context) ([]undoable, error)) []driver.Change {
 	out := make([]driver.Change, len(steps))
 	if o.probe == nil {
 		for i, s := range steps {
@@ -45,17 +46,17 @@ func changes(o *options, steps []step, again func(context.Context) ([]step, erro
 // the pass commits. A later pass (changes the kernel made undone) is its own guard.
 type guard struct {
 	o       *options
-	again   func(context.Context) ([]step, error)
+	again   func(context.Context) ([]undoable, error)
 	mu      sync.Mutex
 	started bool
 	armed   bool
-	done    []step
+	done    []undoable
 }
 
 // probeTimeout bounds one probe; the agent's probe dials each coordinator in turn.
 const probeTimeout = 10 * time.Second
 
-func (g *guard) apply(ctx context.Context, s step, last bool) error {
+func (g *guard) apply(ctx context.Context, s undoable, last bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.started {
@@ -90,7 +91,7 @@ func (g *guard) apply(ctx context.Context, s step, last bool) error {
 }
 
 // applyOne applies s; when it fails and no coordinator answers, everything is undone.
-func (g *guard) applyOne(ctx context.Context, s step) error {
+func (g *guard) applyOne(ctx context.Context, s undoable) error {
 	if err := s.apply(ctx); err != nil {
 		if g.armed && g.probe(ctx) != nil {
 			return g.rollback(ctx, fmt.Errorf("%w, and no coordinator is reachable", err))

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,13 +80,13 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 	}
 	want, err := parseHugepages(inputs)
 	if err != nil {
-		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+		return nil, err
 	}
 	orig, err := d.state.load()
 	if err != nil {
 		return nil, err
 	}
-	var steps []step
+	var steps []undoable
 	wanted := map[string]bool{}
 	for _, s := range want {
 		key := hugepageKey(s)
@@ -104,7 +103,7 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 		if cur == n {
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("%s: %s -> %d pages", describePool(key), cur, s.Count),
 			apply: func(context.Context) error {
 				if err := d.state.remember(key, cur); err != nil {
@@ -127,13 +126,13 @@ func (d *HugepagesDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]d
 		path, was := d.path(k), orig[k]
 		cur, err := readValue(path)
 		if err != nil || cur == was {
-			steps = append(steps, step{
+			steps = append(steps, undoable{
 				summary: describePool(k) + ": forget (no longer declared, at its original count or gone)",
 				apply:   func(context.Context) error { return d.state.forget(k) },
 			})
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("%s: %s -> %s pages (restored: no longer declared)", describePool(k), cur, was),
 			apply: func(context.Context) error {
 				if err := setHugepages(path, k, was); err != nil {
@@ -169,15 +168,20 @@ func setHugepages(path, key, n string) error {
 	return nil
 }
 
+// parseHugepages decodes and checks inputs; every error is Permanent.
 func parseHugepages(raw json.RawMessage) ([]hostspec.HugepageSpec, error) {
 	var in hostspec.HugepagesInputs
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return nil, err
-		}
+	if err := driver.DecodeInputs(hostspec.KindHugepages, raw, &in); err != nil {
+		return nil, err
 	}
+	want, err := checkHugepages(in)
+	if err != nil {
+		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+	}
+	return want, nil
+}
+
+func checkHugepages(in hostspec.HugepagesInputs) ([]hostspec.HugepageSpec, error) {
 	seen := map[string]bool{}
 	for _, s := range in.Pages {
 		key := hugepageKey(s)

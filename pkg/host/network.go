@@ -56,11 +56,11 @@ func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]dri
 	if err != nil {
 		return nil, err
 	}
-	return changes(&d.o, steps, func(ctx context.Context) ([]step, error) { return d.steps(ctx, want) }), nil
+	return changes(&d.o, steps, func(ctx context.Context) ([]undoable, error) { return d.steps(ctx, want) }), nil
 }
 
 // steps observes the namespace and plans what it takes to reach want.
-func (d *NetworkDriver) steps(ctx context.Context, want networkWant) ([]step, error) {
+func (d *NetworkDriver) steps(ctx context.Context, want networkWant) ([]undoable, error) {
 	snap, err := observe(ctx)
 	if err != nil {
 		return nil, err
@@ -136,10 +136,10 @@ type planner struct {
 	order  []*linkPlan          // lower links first
 	routes map[routeKey]netlink.Route
 
-	create, members, mtuDown, mtuUp, updown, addrDel, addrAdd, routeSet, ruleAdd, routeDel, ruleDel, linkDel []step
+	create, members, mtuDown, mtuUp, updown, addrDel, addrAdd, routeSet, ruleAdd, routeDel, ruleDel, linkDel []undoable
 }
 
-func (p *planner) plan(want networkWant) ([]step, error) {
+func (p *planner) plan(want networkWant) ([]undoable, error) {
 	used := map[int]string{}
 	for _, w := range want.links {
 		lp, err := p.resolve(w)
@@ -248,7 +248,7 @@ func (p *planner) planLink(lp *linkPlan) {
 		if lp.fresh {
 			summary = fmt.Sprintf("%s: set mtu %d", label, w.MTU)
 		}
-		s := step{
+		s := undoable{
 			summary: summary,
 			apply:   func(ctx context.Context) error { return setMTU(ctx, ref, w.MTU) },
 		}
@@ -263,7 +263,7 @@ func (p *planner) planLink(lp *linkPlan) {
 	}
 	if up != w.Up && (!lp.fresh || w.Up) {
 		verb := map[bool]string{true: "set up", false: "set down"}
-		p.updown = append(p.updown, step{
+		p.updown = append(p.updown, undoable{
 			summary: label + ": " + verb[w.Up],
 			apply:   func(ctx context.Context) error { return setUp(ctx, ref, w.Up) },
 			undo:    func(ctx context.Context) error { return setUp(ctx, ref, up) },
@@ -279,7 +279,7 @@ func (p *planner) planLink(lp *linkPlan) {
 		}
 		k := addrKey{Link: lp.name, CIDR: pfx.String()}
 		p.intent.addrs = append(p.intent.addrs, k)
-		p.addrAdd = append(p.addrAdd, step{
+		p.addrAdd = append(p.addrAdd, undoable{
 			summary: fmt.Sprintf("address %s on %s: add", k.CIDR, k.Link),
 			apply: func(ctx context.Context) error {
 				if err := p.intent.record(); err != nil {

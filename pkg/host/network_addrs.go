@@ -51,14 +51,14 @@ func (p *planner) planOwnedAddrs(want map[addrKey]bool) {
 		l := p.snap.linkByName(k.Link)
 		pfx, err := netip.ParsePrefix(k.CIDR)
 		if l == nil || err != nil || !p.addrsOn(l.Attrs().Index)[k.CIDR] {
-			p.addrDel = append(p.addrDel, step{
+			p.addrDel = append(p.addrDel, undoable{
 				summary: fmt.Sprintf("address %s on %s: forget (already gone)", k.CIDR, k.Link),
 				apply:   func(context.Context) error { return p.d.forgetAddr(k) },
 			})
 			continue
 		}
 		ref := linkRef{name: k.Link, index: l.Attrs().Index}
-		p.addrDel = append(p.addrDel, step{
+		p.addrDel = append(p.addrDel, undoable{
 			summary: fmt.Sprintf("address %s on %s: remove", k.CIDR, k.Link),
 			apply: func(ctx context.Context) error {
 				if err := delAddr(ctx, ref, pfx); err != nil {

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,23 +52,20 @@ type networkWant struct {
 
 // parseNetwork decodes and validates inputs; every error is Permanent.
 func parseNetwork(raw json.RawMessage) (networkWant, error) {
-	w, err := parseNetworkInputs(raw)
+	var in hostspec.NetworkInputs
+	if err := driver.DecodeInputs(hostspec.KindNetwork, raw, &in); err != nil {
+		return networkWant{}, err
+	}
+	w, err := checkNetwork(in)
 	if err != nil {
 		return networkWant{}, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
 	}
 	return w, nil
 }
 
-func parseNetworkInputs(raw json.RawMessage) (networkWant, error) {
-	var in hostspec.NetworkInputs
+// checkNetwork validates decoded inputs and orders them for applying.
+func checkNetwork(in hostspec.NetworkInputs) (networkWant, error) {
 	var out networkWant
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return out, err
-		}
-	}
 	names, macs := map[string]bool{}, map[string]bool{}
 	for _, s := range in.Links {
 		w, err := parseLink(s)

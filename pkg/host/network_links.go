@@ -191,7 +191,7 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 			oldAddrs = append(oldAddrs, netip.MustParsePrefix(pfx))
 		}
 	}
-	p.create = append(p.create, step{
+	p.create = append(p.create, undoable{
 		summary: summary,
 		apply: func(ctx context.Context) error {
 			if old != nil {
@@ -295,7 +295,7 @@ func (p *planner) planModify(lp *linkPlan, diffs []string) {
 		return
 	}
 	w, old := lp.w, lp.link
-	p.create = append(p.create, step{
+	p.create = append(p.create, undoable{
 		summary: fmt.Sprintf("%s: change %s", lp.label(), strings.Join(diffs, ", ")),
 		apply:   func(ctx context.Context) error { return modifyLink(ctx, old, w) },
 		undo:    func(ctx context.Context) error { return restoreLink(ctx, old) },

@@ -39,7 +39,7 @@ func (p *planner) planMember(lp *linkPlan) error {
 	key := memberKey{Link: lp.name, Master: master}
 	p.intent.members = append(p.intent.members, key)
 	ref := lp.ref()
-	p.members = append(p.members, step{
+	p.members = append(p.members, undoable{
 		summary: fmt.Sprintf("%s: master %s -> %s", lp.label(), orStr(oldName, "none"), master),
 		apply: func(ctx context.Context) error {
 			if err := p.intent.record(); err != nil {
@@ -110,11 +110,11 @@ func (p *planner) planOwnedMembers() {
 		l := p.snap.linkByName(k.Link)
 		forget := func(context.Context) error { return p.d.forgetMember(k) }
 		if ok || l == nil || p.snap.linkName(l.Attrs().MasterIndex) != k.Master {
-			p.members = append(p.members, step{summary: fmt.Sprintf("link %s: forget membership of %s (changed or gone)", k.Link, k.Master), apply: forget})
+			p.members = append(p.members, undoable{summary: fmt.Sprintf("link %s: forget membership of %s (changed or gone)", k.Link, k.Master), apply: forget})
 			continue
 		}
 		ref := linkRef{name: k.Link, index: l.Attrs().Index}
-		p.members = append(p.members, step{
+		p.members = append(p.members, undoable{
 			summary: fmt.Sprintf("link %s: leave %s", k.Link, k.Master),
 			apply: func(ctx context.Context) error {
 				if err := setMaster(ctx, ref, "", false, false); err != nil {
@@ -145,14 +145,14 @@ func (p *planner) planOwnedLinks() {
 	for _, lp := range p.order {
 		wanted[lp.name] = true
 	}
-	var upper, lower []step
+	var upper, lower []undoable
 	for _, k := range p.owned.Links {
 		if wanted[k.Name] {
 			continue // kept, changed or re-created by resolveCreated, or now configured as it is
 		}
 		l := p.snap.linkByName(k.Name)
 		if l == nil || l.Type() != k.Kind {
-			p.linkDel = append(p.linkDel, step{
+			p.linkDel = append(p.linkDel, undoable{
 				summary: fmt.Sprintf("link %s: forget %s (already gone)", k.Name, k.Kind),
 				apply:   func(context.Context) error { return p.d.forgetLink(k) },
 			})
@@ -162,7 +162,7 @@ func (p *planner) planOwnedLinks() {
 		for a := range p.addrsOn(l.Attrs().Index) {
 			addrs = append(addrs, netip.MustParsePrefix(a))
 		}
-		s := step{
+		s := undoable{
 			summary: fmt.Sprintf("link %s: delete %s (no longer declared)", k.Name, k.Kind),
 			apply: func(ctx context.Context) error {
 				if err := deleteLink(ctx, k.Name, k.Kind); err != nil {

@@ -76,7 +76,7 @@ func (p *planner) planRoute(w wantRoute) error {
 		summary = w.describe() + ": add"
 		p.intent.routes = append(p.intent.routes, w.key)
 	}
-	s := step{
+	s := undoable{
 		summary: summary,
 		apply: func(ctx context.Context) error {
 			if !exists {
@@ -161,14 +161,14 @@ func (p *planner) planOwnedRoutes(want map[routeKey]bool) {
 		}
 		label := "route " + showDst(k.Dst) + keySuffix(k)
 		if _, ok := p.routes[k]; !ok {
-			p.routeDel = append(p.routeDel, step{
+			p.routeDel = append(p.routeDel, undoable{
 				summary: label + ": forget (already gone)",
 				apply:   func(context.Context) error { return p.d.forgetRoute(k) },
 			})
 			continue
 		}
 		have := p.routes[k]
-		p.routeDel = append(p.routeDel, step{
+		p.routeDel = append(p.routeDel, undoable{
 			summary: label + ": remove",
 			apply: func(ctx context.Context) error {
 				if err := deleteRoute(ctx, k); err != nil {

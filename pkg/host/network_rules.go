@@ -91,7 +91,7 @@ func (p *planner) planRules(want []wantRule) {
 			continue
 		}
 		p.intent.rules = append(p.intent.rules, k)
-		p.ruleAdd = append(p.ruleAdd, step{
+		p.ruleAdd = append(p.ruleAdd, undoable{
 			summary: describeRule(k) + ": add",
 			apply: func(ctx context.Context) error {
 				if err := p.intent.record(); err != nil {
@@ -113,10 +113,10 @@ func (p *planner) planRules(want []wantRule) {
 		}
 		forget := func(context.Context) error { return p.d.forgetRule(k) }
 		if !have[k] {
-			p.ruleDel = append(p.ruleDel, step{summary: describeRule(k) + ": forget (already gone)", apply: forget})
+			p.ruleDel = append(p.ruleDel, undoable{summary: describeRule(k) + ": forget (already gone)", apply: forget})
 			continue
 		}
-		p.ruleDel = append(p.ruleDel, step{
+		p.ruleDel = append(p.ruleDel, undoable{
 			summary: describeRule(k) + ": remove",
 			apply: func(ctx context.Context) error {
 				if err := delRule(ctx, k); err != nil {

@@ -9,9 +9,6 @@ import (
 // Option configures the drivers of this package.
 type Option func(*options)
 
-// NetworkOption is the old name of Option.
-type NetworkOption = Option
-
 type options struct {
 	log *slog.Logger
 	// probe reports whether a coordinator is reachable; nil disables the guard.

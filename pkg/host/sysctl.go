@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -49,13 +48,13 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 	}
 	want, err := parseSysctls(inputs)
 	if err != nil {
-		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+		return nil, err
 	}
 	orig, err := d.state.load()
 	if err != nil {
 		return nil, err
 	}
-	var steps []step
+	var steps []undoable
 	wanted := map[string]bool{}
 	for _, s := range want {
 		wanted[s.Key] = true
@@ -72,7 +71,7 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 		if cur == normValue(s.Value) {
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("sysctl %s: %s -> %s", s.Key, cur, normValue(s.Value)),
 			apply: func(context.Context) error {
 				if err := d.state.remember(s.Key, cur); err != nil {
@@ -95,13 +94,13 @@ func (d *SysctlDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 		path, was := filepath.Join(d.o.procSys, sysctlRel(k)), orig[k]
 		cur, err := readValue(path)
 		if err != nil || cur == was {
-			steps = append(steps, step{
+			steps = append(steps, undoable{
 				summary: fmt.Sprintf("sysctl %s: forget (no longer declared, at its original value or gone)", k),
 				apply:   func(context.Context) error { return d.state.forget(k) },
 			})
 			continue
 		}
-		steps = append(steps, step{
+		steps = append(steps, undoable{
 			summary: fmt.Sprintf("sysctl %s: %s -> %s (restored: no longer declared)", k, cur, was),
 			apply: func(context.Context) error {
 				if err := writeSysctl(path, k, was); err != nil {
@@ -134,15 +133,20 @@ func writeSysctl(path, key, value string) error {
 	return nil
 }
 
+// parseSysctls decodes and checks inputs; every error is Permanent.
 func parseSysctls(raw json.RawMessage) ([]hostspec.SysctlSpec, error) {
 	var in hostspec.SysctlInputs
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return nil, err
-		}
+	if err := driver.DecodeInputs(hostspec.KindSysctl, raw, &in); err != nil {
+		return nil, err
 	}
+	want, err := checkSysctls(in)
+	if err != nil {
+		return nil, driver.Permanent(fmt.Errorf("host: invalid inputs: %w", err))
+	}
+	return want, nil
+}
+
+func checkSysctls(in hostspec.SysctlInputs) ([]hostspec.SysctlSpec, error) {
 	seen := map[string]bool{}
 	for _, s := range in.Sysctls {
 		switch {

@@ -67,7 +67,7 @@ func (d *BinariesDriver) Kind() string { return kubespec.KindBinaries }
 // Diff implements driver.Driver.
 func (d *BinariesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.BinariesInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	if err := bundle.CheckVersion(in.Bundle); err != nil {

@@ -49,7 +49,7 @@ func (d *CNIDriver) Kind() string { return kubespec.KindCNI }
 // Diff implements driver.Driver.
 func (d *CNIDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.CNIInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	data, path, err := d.manifest(in)

@@ -103,7 +103,7 @@ func JoinForHost(j JoinConfiguration, p hostprofile.Profile) JoinConfiguration {
 func withIgnores(have []string, p hostprofile.Profile) []string {
 	out := append([]string(nil), have...)
 	for _, c := range p.PreflightIgnores {
-		if !contains(out, c) {
+		if !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -34,7 +35,7 @@ func (d *EtcdDriver) Kind() string { return kubespec.KindEtcd }
 // Diff implements driver.Driver.
 func (d *EtcdDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.EtcdInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	if in.Member.Name == "" || in.Member.IP == "" || in.DataDir == "" || in.Binary == "" {
@@ -172,7 +173,7 @@ func (d *EtcdDriver) bootstrap(ctx context.Context, cl *etcdClient, in kubespec.
 		listed := false
 		for _, lm := range list {
 			name := lm.Name
-			if contains(lm.PeerURLs, self) {
+			if slices.Contains(lm.PeerURLs, self) {
 				if len(lm.ClientURLs) > 0 {
 					return nil, "", driver.Permanent(fmt.Errorf("kube.etcd: member %s (%s) has run in this cluster before but its data dir %s is empty: "+
 						"it lost its data; follow the fenced recovery in docs/kubernetes.md (remove the member, then retry this step)",

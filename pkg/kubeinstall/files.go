@@ -2,7 +2,6 @@ package kubeinstall
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
-	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
 // writeFile replaces path atomically (pkg/atomicfile), creating parents 0755 as
@@ -39,24 +37,5 @@ func nonEmptyDir(dir string) bool {
 	return err == nil && len(entries) > 0
 }
 
-// decode parses step inputs; bad inputs are permanent.
-func decode(kind string, raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return driver.Permanent(fmt.Errorf("%s: inputs: %w", kind, err))
-	}
-	return nil
-}
-
 // missing reports whether err says a file does not exist.
 func missing(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -48,7 +48,7 @@ func (d *HealthDriver) Kind() string { return kubespec.KindHealth }
 // Diff implements driver.Driver.
 func (d *HealthDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.HealthInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	problems, err := d.check(ctx, in)

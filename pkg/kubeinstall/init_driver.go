@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
@@ -36,7 +37,7 @@ const initConfigFile = kubeadmDir + "/init.yaml"
 // Diff implements driver.Driver.
 func (d *InitDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.InitInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	if err := d.o.need("kubeadm"); err != nil {
@@ -112,7 +113,7 @@ func (d *InitDriver) upkeep(ctx context.Context, c kubernetes.Interface, in kube
 		}
 		if !ok {
 			pending = append(pending, n)
-			if contains(in.ControlPlanes, n) {
+			if slices.Contains(in.ControlPlanes, n) {
 				pendingCP = append(pendingCP, n)
 			}
 		}

@@ -46,7 +46,7 @@ const registerWait = 90 * time.Second
 // Diff implements driver.Driver.
 func (d *JoinDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.JoinInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	if in.ControlPlane != d.controlPlane {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,7 +178,7 @@ func TestInitDocsForHostProfile(t *testing.T) {
 		t.Fatalf("nspawn-lab kubelet/proxy: %+v %+v", lab.Kubelet, lab.Proxy.Conntrack)
 	}
 	got := lab.Init.NodeRegistration.IgnorePreflightErrors
-	if !contains(got, "SystemVerification") || !contains(got, "ExternalEtcdVersion") {
+	if !slices.Contains(got, "SystemVerification") || !slices.Contains(got, "ExternalEtcdVersion") {
 		t.Fatalf("nspawn-lab preflight ignores %v", got)
 	}
 	if d.Kubelet.FailCgroupV1 != nil {
@@ -197,7 +198,7 @@ func TestInitDocsForHostProfile(t *testing.T) {
 		t.Errorf("a real host's config names profile fields:\n%s", y)
 	}
 	j := JoinForHost(JoinConfiguration{}, hostprofile.NspawnLab)
-	if !contains(j.NodeRegistration.IgnorePreflightErrors, "FileContent--proc-sys-net-ipv4-ip_forward") {
+	if !slices.Contains(j.NodeRegistration.IgnorePreflightErrors, "FileContent--proc-sys-net-ipv4-ip_forward") {
 		t.Fatalf("join ignores %v", j.NodeRegistration.IgnorePreflightErrors)
 	}
 }

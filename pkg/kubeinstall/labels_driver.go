@@ -40,7 +40,7 @@ func (d *LabelsDriver) Kind() string { return kubespec.KindLabels }
 // Diff implements driver.Driver.
 func (d *LabelsDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.LabelsInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	c, err := d.o.clients([]byte(in.Kubeconfig))

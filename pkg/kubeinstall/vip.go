@@ -75,7 +75,7 @@ func (d *VIPDriver) Kind() string { return kubespec.KindVIP }
 // Diff implements driver.Driver.
 func (d *VIPDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in kubespec.VIPInputs
-	if err := decode(d.Kind(), raw, &in); err != nil {
+	if err := driver.DecodeInputs(d.Kind(), raw, &in); err != nil {
 		return nil, err
 	}
 	switch in.Provider {

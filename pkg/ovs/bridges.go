@@ -37,7 +37,7 @@ func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver
 
 func decodeBridges(raw json.RawMessage) (ovsspec.BridgesInputs, error) {
 	var in ovsspec.BridgesInputs
-	if err := decodeInputs(raw, &in); err != nil {
+	if err := driver.DecodeInputs(ovsspec.KindBridges, raw, &in); err != nil {
 		return in, err
 	}
 	seen := map[string]bool{}
@@ -112,7 +112,7 @@ func decodeBridges(raw json.RawMessage) (ovsspec.BridgesInputs, error) {
 }
 
 // bridgeChanges creates b or brings an existing bridge and its ports in line.
-func (d *BridgesDriver) bridgeChanges(s *snapshot, b ovsspec.Bridge) []driver.Change {
+func (d *BridgesDriver) bridgeChanges(s *dbView, b ovsspec.Bridge) []driver.Change {
 	cur := s.bridges[b.Name]
 	if cur != nil {
 		if li := s.localIface(cur); li == nil || li.Ofport == nil {
@@ -159,7 +159,7 @@ func (d *BridgesDriver) bridgeChanges(s *snapshot, b ovsspec.Bridge) []driver.Ch
 	return changes
 }
 
-func (d *BridgesDriver) createBridge(s *snapshot, b ovsspec.Bridge, old *model.Bridge, summary string) driver.Change {
+func (d *BridgesDriver) createBridge(s *dbView, b ovsspec.Bridge, old *model.Bridge, summary string) driver.Change {
 	return driver.Change{
 		Summary: summary,
 		Apply: func(ctx context.Context) error {
@@ -188,7 +188,7 @@ func (d *BridgesDriver) createBridge(s *snapshot, b ovsspec.Bridge, old *model.B
 
 // portChange returns the change that adds, moves, re-creates or updates port p of
 // bridge cur, if it needs one.
-func (d *BridgesDriver) portChange(s *snapshot, cur *model.Bridge, p ovsspec.Port) (driver.Change, bool) {
+func (d *BridgesDriver) portChange(s *dbView, cur *model.Bridge, p ovsspec.Port) (driver.Change, bool) {
 	old := s.portByName[p.Name]
 	var oldBridge *model.Bridge
 	if old != nil {
@@ -239,7 +239,7 @@ func (d *BridgesDriver) portChange(s *snapshot, cur *model.Bridge, p ovsspec.Por
 
 // removeBridge deletes a bridge Plinth created, unless someone else (Neutron) has
 // added ports to it: then only Plinth's ports go and the bridge is released.
-func (d *BridgesDriver) removeBridge(s *snapshot, b *model.Bridge) driver.Change {
+func (d *BridgesDriver) removeBridge(s *dbView, b *model.Bridge) driver.Change {
 	var foreign, mine []string
 	var mineUUIDs []string
 	for _, p := range s.bridgePorts(b) {

@@ -17,7 +17,7 @@ import (
 )
 
 // db is a lazily (re)connected libovsdb client. Reads are select transactions, not a
-// monitor cache: one transaction returns a consistent snapshot of all four tables,
+// monitor cache: one transaction returns a consistent view of all four tables,
 // and a read right after our own write can never see a stale cache.
 type db struct {
 	endpoint string
@@ -32,7 +32,7 @@ func (d *db) rootUUID(ctx context.Context) string {
 	root := d.root
 	d.mu.Unlock()
 	if root == "" {
-		if s, err := d.snapshot(ctx); err == nil {
+		if s, err := d.read(ctx); err == nil {
 			root = s.root.UUID
 		}
 	}
@@ -110,8 +110,8 @@ func (d *db) transact(ctx context.Context, what string, ops []ovsdb.Operation) (
 	return res, nil
 }
 
-// snapshot reads Open_vSwitch, Bridge, Port and Interface in one transaction.
-func (d *db) snapshot(ctx context.Context) (*snapshot, error) {
+// read reads Open_vSwitch, Bridge, Port and Interface in one transaction.
+func (d *db) read(ctx context.Context) (*dbView, error) {
 	tables := []string{model.OpenvSwitchTable, model.BridgeTable, model.PortTable, model.InterfaceTable}
 	ops := make([]ovsdb.Operation, len(tables))
 	for i, t := range tables {
@@ -126,7 +126,7 @@ func (d *db) snapshot(ctx context.Context) (*snapshot, error) {
 		return nil, err
 	}
 	dbm := c.Cache().DatabaseModel()
-	s := newSnapshot()
+	s := newDBView()
 	for i, t := range tables {
 		for j := range res[i].Rows {
 			row := res[i].Rows[j]

@@ -52,7 +52,7 @@ func (d *DPDKDriver) Kind() string { return ovsspec.KindDPDK }
 // (vswitchd initialises DPDK at run time the first time) or a restart.
 func (d *DPDKDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in ovsspec.DPDKInputs
-	if err := decodeInputs(raw, &in); err != nil {
+	if err := driver.DecodeInputs(ovsspec.KindDPDK, raw, &in); err != nil {
 		return nil, err
 	}
 	topo, err := readTopology(d.opts.sysRoot)
@@ -63,7 +63,7 @@ func (d *DPDKDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func settingsSummary(cur, set map[string]string, del []string, record string) st
 
 // writeSettings changes other_config and Plinth's bookkeeping in one transaction.
 // Map mutations (delete the keys, then insert them) leave everyone else's keys be.
-func (d *DPDKDriver) writeSettings(ctx context.Context, s *snapshot, set map[string]string, del []string, ownedList, record string, wait time.Duration) error {
+func (d *DPDKDriver) writeSettings(ctx context.Context, s *dbView, set map[string]string, del []string, ownedList, record string, wait time.Duration) error {
 	t, err := d.db.begin(ctx, s)
 	if err != nil {
 		return err
@@ -233,7 +233,7 @@ func (d *DPDKDriver) writeSettings(ctx context.Context, s *snapshot, set map[str
 // if it does not (a vswitchd that failed to initialise earlier never retries).
 func (d *DPDKDriver) initDPDK(ctx context.Context, hash string) error {
 	var root *model.OpenvSwitch
-	_ = d.db.poll(ctx, min(d.opts.dpdkWait, d.opts.settle), func(s *snapshot) bool {
+	_ = d.db.poll(ctx, min(d.opts.dpdkWait, d.opts.settle), func(s *dbView) bool {
 		root = s.root
 		return root.DpdkInitialized || strOr(root.DpdkVersion) == "none"
 	})
@@ -257,7 +257,7 @@ func (d *DPDKDriver) restart(ctx context.Context, enabled bool, hash string) err
 	if err := d.db.sync(ctx, "wait for the restarted ovs-vswitchd", d.opts.dpdkWait); err != nil {
 		return fmt.Errorf("%w%s", err, d.opts.logHint())
 	}
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func (d *DPDKDriver) restart(ctx context.Context, enabled bool, hash string) err
 }
 
 func (d *DPDKDriver) recordApplied(ctx context.Context, hash string) error {
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -286,10 +286,10 @@ func (d *DPDKDriver) recordApplied(ctx context.Context, hash string) error {
 // PMD threads, if any exist yet, run on the CPUs of pmd-cpu-mask.
 func (d *DPDKDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[string]string, error) {
 	var in ovsspec.DPDKInputs
-	if err := decodeInputs(raw, &in); err != nil {
+	if err := driver.DecodeInputs(ovsspec.KindDPDK, raw, &in); err != nil {
 		return nil, err
 	}
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func (t *txn) mutateMap(m lmodel.Model, field any, keys []string, want map[strin
 
 // portChange describes how an existing port differs from p. recreate means the
 // difference needs new rows (interfaces, their type or devargs, an error).
-func portChange(s *snapshot, cur *model.Port, p ovsspec.Port) (diffs []string, recreate bool) {
+func portChange(s *dbView, cur *model.Port, p ovsspec.Port) (diffs []string, recreate bool) {
 	ifaces := s.portIfaces(cur)
 	var have []string
 	byName := map[string]*model.Interface{}
@@ -167,7 +167,7 @@ func portChange(s *snapshot, cur *model.Port, p ovsspec.Port) (diffs []string, r
 }
 
 // updatePort brings an existing port's columns to p in place.
-func (t *txn) updatePort(s *snapshot, cur *model.Port, p ovsspec.Port) {
+func (t *txn) updatePort(s *dbView, cur *model.Port, p ovsspec.Port) {
 	row := &model.Port{UUID: cur.UUID}
 	setPortFields(row, p)
 	t.add(t.c.Where(row).Update(row, &row.Tag, &row.Trunks, &row.BondMode, &row.LACP))

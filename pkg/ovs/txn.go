@@ -28,8 +28,8 @@ type txn struct {
 // sync waits until ovs-vswitchd has read the database as it is now (after a
 // restart: the new process is up and has configured itself).
 func (d *db) sync(ctx context.Context, what string, wait time.Duration) error {
-	var s *snapshot
-	if err := d.poll(ctx, wait, func(got *snapshot) bool { s = got; return true }); err != nil {
+	var s *dbView
+	if err := d.poll(ctx, wait, func(got *dbView) bool { s = got; return true }); err != nil {
 		return fmt.Errorf("ovs: %s: %w", what, err)
 	}
 	t, err := d.begin(ctx, s)
@@ -40,7 +40,7 @@ func (d *db) sync(ctx context.Context, what string, wait time.Duration) error {
 	return d.commit(ctx, t, what, wait)
 }
 
-func (d *db) begin(ctx context.Context, s *snapshot) (*txn, error) {
+func (d *db) begin(ctx context.Context, s *dbView) (*txn, error) {
 	c, err := d.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (d *db) waitApplied(ctx context.Context, what string, next int, wait time.D
 				return nil
 			}
 		}
-		if s, err := d.snapshot(ctx); err == nil {
+		if s, err := d.read(ctx); err == nil {
 			if cur = s.root.CurCfg; cur >= next {
 				return nil
 			}
@@ -139,13 +139,13 @@ func (d *db) waitApplied(ctx context.Context, what string, next int, wait time.D
 	}
 }
 
-// poll reads snapshots until done returns true or wait passes; read errors (a
+// poll reads views until done returns true or wait passes; read errors (a
 // restarting ovsdb-server) are retried.
-func (d *db) poll(ctx context.Context, wait time.Duration, done func(*snapshot) bool) error {
+func (d *db) poll(ctx context.Context, wait time.Duration, done func(*dbView) bool) error {
 	deadline := time.Now().Add(wait)
 	var last error
 	for {
-		s, err := d.snapshot(ctx)
+		s, err := d.read(ctx)
 		if err == nil && done(s) {
 			return nil
 		}

@@ -19,7 +19,7 @@ import (
 // up. An interface in error is removed with its port, so that ovs-vswitchd stops
 // retrying it on every reconfiguration and flooding its log; the error quotes OVS.
 func (d *BridgesDriver) settle(ctx context.Context, b ovsspec.Bridge, ports []ovsspec.Port) error {
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (d *BridgesDriver) settle(ctx context.Context, b ovsspec.Bridge, ports []ov
 // waitLinks waits for the links of dpdk and system interfaces to come up.
 func (d *BridgesDriver) waitLinks(ctx context.Context, ports []ovsspec.Port) error {
 	var down []string
-	err := d.db.poll(ctx, d.opts.linkWait, func(s *snapshot) bool {
+	err := d.db.poll(ctx, d.opts.linkWait, func(s *dbView) bool {
 		down = linksDown(s, ports)
 		return len(down) == 0
 	})
@@ -89,7 +89,7 @@ func (d *BridgesDriver) waitLinks(ctx context.Context, ports []ovsspec.Port) err
 	return nil
 }
 
-func linksDown(s *snapshot, ports []ovsspec.Port) []string {
+func linksDown(s *dbView, ports []ovsspec.Port) []string {
 	var down []string
 	for _, p := range ports {
 		for _, in := range p.Interfaces {
@@ -111,7 +111,7 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.db.snapshot(ctx)
+	s, err := d.db.read(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -18,24 +18,15 @@ type Policy struct {
 	RepairDrift bool
 }
 
-// PolicyFrom converts the manifest's policy, filling zeros with defaults.
+// PolicyFrom converts the manifest's policy, its zero fields at api's defaults.
 func PolicyFrom(p api.Policy) Policy {
-	out := Policy{
+	p = p.Effective()
+	return Policy{
 		MaxAttempts: p.MaxAttempts,
 		RetryBase:   time.Duration(p.RetryBaseSeconds) * time.Second,
 		RetryMax:    time.Duration(p.RetryMaxSeconds) * time.Second,
 		RepairDrift: p.Drift != api.DriftReport,
 	}
-	if out.MaxAttempts <= 0 {
-		out.MaxAttempts = 5
-	}
-	if out.RetryBase <= 0 {
-		out.RetryBase = 2 * time.Second
-	}
-	if out.RetryMax <= 0 {
-		out.RetryMax = 5 * time.Minute
-	}
-	return out
 }
 
 // Backoff is the wait before retry number attempts (1-based): base·2^(n-1), capped.

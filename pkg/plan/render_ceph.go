@@ -17,7 +17,7 @@ func renderCeph(in renderInput) ([]Step, error) {
 		return nil, nil
 	}
 	spec := &in.site.Spec
-	c := spec.Ceph
+	c := spec.Ceph.Effective()
 	host := api.CephHost(spec)
 	if host == "" {
 		return nil, fmt.Errorf("plan: ceph: no host to run the ceph steps on (set ceph.host or a controller)")

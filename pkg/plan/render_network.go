@@ -115,31 +115,26 @@ func linkKind(l *hostspec.LinkSpec, ifc *api.Interface, nets map[string]api.Netw
 		if ifc.Bond != nil {
 			b = *ifc.Bond
 		}
-		spec := &hostspec.BondSpec{Mode: cmp.Or(b.Mode, api.DefaultBondMode), LACPRate: b.LACPRate, HashPolicy: b.HashPolicy, MIIMon: cmp.Or(b.MIIMon, api.DefaultBondMIIMon)}
-		if spec.Mode == api.BondLACP {
-			spec.LACPRate = cmp.Or(spec.LACPRate, api.DefaultBondLACPRate)
-		}
-		if spec.Mode != api.BondActiveBackup {
-			spec.HashPolicy = cmp.Or(spec.HashPolicy, api.DefaultBondHashPolicy)
-		}
-		l.Kind, l.Bond = hostspec.LinkBond, spec
+		b = b.Effective()
+		l.Kind, l.Bond = hostspec.LinkBond, &hostspec.BondSpec{Mode: b.Mode, LACPRate: b.LACPRate, HashPolicy: b.HashPolicy, MIIMon: b.MIIMon}
 	case api.InterfaceBridge:
 		l.Kind = hostspec.LinkBridge
 	case api.InterfaceVLAN:
 		l.Kind, l.Parent, l.VLANID = hostspec.LinkVLAN, ifc.Parent, api.VLANOf(ifc, nets)
 	case api.InterfaceMacvlan:
-		mode := api.DefaultMacvlanMode
+		m := api.MacvlanOptions{}
 		if ifc.Macvlan != nil {
-			mode = cmp.Or(ifc.Macvlan.Mode, mode)
+			m = *ifc.Macvlan
 		}
-		l.Kind, l.Parent, l.Macvlan = hostspec.LinkMacvlan, ifc.Parent, mode
+		l.Kind, l.Parent, l.Macvlan = hostspec.LinkMacvlan, ifc.Parent, m.Effective().Mode
 	case api.InterfaceVXLAN:
 		x := api.VXLANOptions{}
 		if ifc.VXLAN != nil {
 			x = *ifc.VXLAN
 		}
+		x = x.Effective()
 		l.Kind, l.Parent = hostspec.LinkVXLAN, ifc.Parent
-		l.VXLAN = &hostspec.VXLANSpec{VNI: x.VNI, Local: x.Local, Remote: x.Remote, Port: cmp.Or(x.Port, api.DefaultVXLANPort)}
+		l.VXLAN = &hostspec.VXLANSpec{VNI: x.VNI, Local: x.Local, Remote: x.Remote, Port: x.Port}
 	}
 }
 

@@ -91,10 +91,8 @@ func OVSInputs(site *api.OVSSpec, host *api.HostOVS) (ovsspec.DPDKInputs, ovsspe
 	}
 	out := ovsspec.BridgesInputs{Bridges: []ovsspec.Bridge{}}
 	for _, b := range bridges {
+		b = b.Effective()
 		ob := ovsspec.Bridge{Name: b.Name, Datapath: b.Datapath}
-		if ob.Datapath == "" {
-			ob.Datapath = api.OVSDatapathNetdev
-		}
 		for _, p := range b.Ports {
 			ob.Ports = append(ob.Ports, ovsPort(p))
 		}
@@ -139,6 +137,7 @@ func mergeBridges(site, host []api.OVSBridge) []api.OVSBridge {
 	return out
 }
 
+// ovsPort renders a port of an effective bridge (api.OVSBridge.Effective).
 func ovsPort(p api.OVSPort) ovsspec.Port {
 	out := ovsspec.Port{Name: p.Name, Tag: p.VLAN, Trunks: p.Trunks}
 	if p.Bond == nil {
@@ -149,9 +148,6 @@ func ovsPort(p api.OVSPort) ovsspec.Port {
 		out.Interfaces = append(out.Interfaces, ovsIface(m))
 	}
 	out.BondMode, out.LACP, out.LACPTime = p.Bond.Mode, p.Bond.LACP, p.Bond.LACPTime
-	if out.BondMode == "" {
-		out.BondMode = api.OVSBondActiveBackup
-	}
 	return out
 }
 
@@ -160,5 +156,5 @@ func ovsIface(in api.OVSInterface) ovsspec.Interface {
 	if in.PCI != "" {
 		devargs = in.PCI
 	}
-	return ovsspec.Interface{Name: in.Name, Type: api.OVSInterfaceType(in), Devargs: devargs, RxQueues: in.RxQueues, MTU: in.MTU}
+	return ovsspec.Interface{Name: in.Name, Type: in.Type, Devargs: devargs, RxQueues: in.RxQueues, MTU: in.MTU}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/plinth-dev/plinth/pkg/api"
 )
 
-// probeDefaults runs pkg/api's own defaulting (Default, Effective, EffectiveContainerd,
-// CephPools) on empty documents and returns what it set, by dotted path
+// probeDefaults runs pkg/api's own defaulting (Default, the Effective methods,
+// EffectiveContainerd, CephPools) on empty documents and returns what it set, by dotted path
 // (site.spec.policy.drift), so no default is written down a second time here.
 //
 // An empty document has every optional object present and every list holding one
@@ -21,22 +21,32 @@ func probeDefaults() (map[string]any, error) {
 	r := recorder{set: map[string]any{}, conflict: map[string]bool{}}
 
 	// The site twice: the second with OSD hosts, which size the default pool
-	// replication, and an image repository, which the default images are under.
+	// replication, an image repository, which the default images are under, and
+	// OVS interfaces with a PCI address, which makes their type dpdk.
 	probes := []struct {
 		hosts []api.Host
 		repo  string
-	}{{nil, ""}, {storageHosts(3), "registry.local:5000/k8s"}}
+		pci   string
+	}{{nil, "", ""}, {storageHosts(3), "registry.local:5000/k8s", "0000:03:00.0"}}
 	for _, pr := range probes {
 		hosts := pr.hosts
 		var before, after api.SiteSpec
 		fill(reflect.ValueOf(&before).Elem())
 		fill(reflect.ValueOf(&after).Elem())
-		before.Kubernetes.ImageRepository, after.Kubernetes.ImageRepository = pr.repo, pr.repo
+		for _, s := range []*api.SiteSpec{&before, &after} {
+			s.Kubernetes.ImageRepository = pr.repo
+			s.OVS.Bridges[0].Ports[0].PCI = pr.pci
+			s.OVS.Bridges[0].Ports[0].Bond.Members[0].PCI = pr.pci
+		}
 		after.Default()
 		k := after.Kubernetes.Effective()
 		c := after.Kubernetes.EffectiveContainerd()
 		k.Containerd = &c
 		after.Kubernetes = &k
+		o := after.OVS.Effective()
+		after.OVS = &o
+		ce := after.Ceph.Effective()
+		after.Ceph = &ce
 		// Only the declared pool, not the default set, so index 0 is the probe's pool.
 		ceph := after
 		cc := *after.Ceph

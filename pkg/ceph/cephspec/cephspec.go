@@ -26,6 +26,11 @@ const (
 	OutputKeyring = "keyring"
 )
 
+// DefaultUser is the cephx id a Conn without a User connects as: Ceph's own default,
+// the identity that holds the admin keyring. The manifest's ceph.user defaults to it
+// (api.DefaultCephUser), so the planner names it in every Conn it renders.
+const DefaultUser = "admin"
+
 // Conn says how the step's host reaches the cluster as an admin.
 type Conn struct {
 	// Monitors override the config file's "mon host" when set.
@@ -34,7 +39,7 @@ type Conn struct {
 	ConfigFile string `json:"configFile,omitempty"`
 	// Keyring holds User's key; empty leaves it to the config file.
 	Keyring string `json:"keyring,omitempty"`
-	// User is the cephx id without "client."; default admin.
+	// User is the cephx id without "client."; empty means DefaultUser.
 	User string `json:"user,omitempty"`
 }
 

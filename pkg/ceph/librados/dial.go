@@ -41,7 +41,7 @@ func Dial(ctx context.Context, conn cephspec.Conn) (ceph.Cluster, error) {
 func DialKey(conn cephspec.Conn, key string) (*Session, error) {
 	user := conn.User
 	if user == "" {
-		user = "admin"
+		user = cephspec.DefaultUser
 	}
 	c, err := rados.NewConnWithUser(user)
 	if err != nil {

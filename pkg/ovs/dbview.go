@@ -17,8 +17,8 @@ const (
 	ownerValue = "plinth"
 )
 
-// snapshot is one consistent read of the four tables.
-type snapshot struct {
+// dbView is one consistent read of the four tables (one transaction; see db.read).
+type dbView struct {
 	root         *model.OpenvSwitch
 	bridges      map[string]*model.Bridge // by name
 	ports        map[string]*model.Port   // by UUID
@@ -28,15 +28,15 @@ type snapshot struct {
 	bridgeOfPort map[string]*model.Bridge // port UUID -> bridge
 }
 
-func newSnapshot() *snapshot {
-	return &snapshot{
+func newDBView() *dbView {
+	return &dbView{
 		bridges: map[string]*model.Bridge{}, ports: map[string]*model.Port{}, portByName: map[string]*model.Port{},
 		ifaces: map[string]*model.Interface{}, ifaceByName: map[string]*model.Interface{},
 		bridgeOfPort: map[string]*model.Bridge{},
 	}
 }
 
-func (s *snapshot) add(m lmodel.Model) {
+func (s *dbView) add(m lmodel.Model) {
 	switch r := m.(type) {
 	case *model.OpenvSwitch:
 		s.root = r
@@ -54,8 +54,8 @@ func (s *snapshot) add(m lmodel.Model) {
 	}
 }
 
-// portIfaces returns a port's interfaces that exist in the snapshot.
-func (s *snapshot) portIfaces(p *model.Port) []*model.Interface {
+// portIfaces returns a port's interfaces that exist in the view.
+func (s *dbView) portIfaces(p *model.Port) []*model.Interface {
 	out := make([]*model.Interface, 0, len(p.Interfaces))
 	for _, u := range p.Interfaces {
 		if i := s.ifaces[u]; i != nil {
@@ -67,7 +67,7 @@ func (s *snapshot) portIfaces(p *model.Port) []*model.Interface {
 
 // bridgePorts returns a bridge's ports by name, leaving out its local port (named
 // like the bridge), which OVS needs and nobody manages.
-func (s *snapshot) bridgePorts(b *model.Bridge) []*model.Port {
+func (s *dbView) bridgePorts(b *model.Bridge) []*model.Port {
 	var out []*model.Port
 	for _, u := range b.Ports {
 		if p := s.ports[u]; p != nil && p.Name != b.Name {
@@ -79,7 +79,7 @@ func (s *snapshot) bridgePorts(b *model.Bridge) []*model.Port {
 }
 
 // localIface is the bridge's own internal interface, or nil.
-func (s *snapshot) localIface(b *model.Bridge) *model.Interface {
+func (s *dbView) localIface(b *model.Bridge) *model.Interface {
 	for _, u := range b.Ports {
 		if p := s.ports[u]; p != nil && p.Name == b.Name {
 			for _, i := range s.portIfaces(p) {
