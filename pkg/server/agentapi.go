@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
 	"github.com/plinth-dev/plinth/pkg/wire"
@@ -20,9 +21,9 @@ import (
 func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 	host := identity(r).Name
 	return s.block(w, r, func(v state.View) (any, uint64) {
-		out := wire.AgentSteps{Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: 60}
-		if site, ok := v.Site(); ok && site.Site.Spec.Policy.DriftCheckSeconds > 0 {
-			out.DriftCheckSeconds = site.Site.Spec.Policy.DriftCheckSeconds
+		out := wire.AgentSteps{Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: api.DefaultDriftCheckSeconds}
+		if site, ok := v.Site(); ok {
+			out.DriftCheckSeconds = site.Site.Spec.Policy.Effective().DriftCheckSeconds
 		}
 		var idx uint64
 		if h, ok := v.Host(host); ok {
