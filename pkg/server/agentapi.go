@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
 	"github.com/plinth-dev/plinth/pkg/wire"
