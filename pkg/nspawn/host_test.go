@@ -210,6 +210,13 @@ func TestHostsBootNetworkPoweroffPowerLossRemove(t *testing.T) {
 			t.Errorf("process %d of h2 survived the power loss", p)
 		}
 	}
+	// and it boots again, as a machine does when power returns
+	begin = time.Now()
+	if err := h2.Start(ctx); err != nil {
+		t.Fatalf("start after power loss: %v", err)
+	}
+	t.Logf("FIGURE host h2 start after power loss to running: %.2fs", time.Since(begin).Seconds())
+	run(t, h2, "true")
 
 	// a later process finds h1 by its record and removes it
 	loaded, err := Load(h1.Config().MachineDir)

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,12 +83,20 @@ var faults = []fault{
 				return "every host", nil, err
 			}
 		}
+		// Power returns to every host at once: booted one by one, a coordinator's
+		// unit would wait for a quorum that the hosts not yet started cannot give.
 		return "every host", func() {
+			var wg sync.WaitGroup
 			for _, h := range e.l.Hosts() {
-				if err := h.Machine.Start(e.ctx); err != nil {
-					e.t.Errorf("start %s: %v", h.Name, err)
-				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := h.Machine.Start(e.ctx); err != nil {
+						e.t.Errorf("start %s: %v", h.Name, err)
+					}
+				}()
 			}
+			wg.Wait()
 		}, nil
 	}},
 }
