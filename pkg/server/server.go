@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,8 @@ type Server struct {
 	// enrolLimit bounds enrolment attempts per address: 100 at once (a rack enrolling
 	// through one NAT), then 2 a second.
 	enrolLimit *enrolLimiter
+	// refused remembers secret refusals already recorded as events.
+	refused sync.Map
 }
 
 // New builds a Server.
