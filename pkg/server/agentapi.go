@@ -293,13 +293,9 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GossipKeySecret names the sealed gossip encryption key in the secrets table.
-const GossipKeySecret = "gossip-key"
-
 func (s *Server) agentConfigFor() (wire.AgentConfig, error) {
 	var out wire.AgentConfig
-	var sealed state.SecretRecord
-	var ok bool
+	var sealed []state.SecretRecord
 	s.cfg.Store.Read(func(v state.View) {
 		for _, c := range v.Coordinators() {
 			out.Coordinators = append(out.Coordinators, c.APIAddr)
@@ -307,14 +303,25 @@ func (s *Server) agentConfigFor() (wire.AgentConfig, error) {
 				out.GossipSeeds = append(out.GossipSeeds, c.GossipAddr)
 			}
 		}
-		sealed, ok = v.Secret(GossipKeySecret)
-	})
-	if ok {
-		key, err := pki.Open(s.cfg.DataKey, sealed.Ciphertext, []byte(GossipKeySecret))
-		if err != nil {
-			return out, fmt.Errorf("gossip key: %w", err)
+		// The primary first, then the keys a rotation keeps installed beside it.
+		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
+			if rec, ok := v.Secret(name); ok {
+				sealed = append(sealed, rec)
+			}
 		}
-		out.GossipKey = key
+	})
+	for _, rec := range sealed {
+		key, err := pki.Open(s.cfg.DataKey, rec.Ciphertext, []byte(rec.Name))
+		if err != nil {
+			return out, fmt.Errorf("gossip key %s: %w", rec.Name, err)
+		}
+		if rec.Name == state.GossipKeySecret {
+			out.GossipKey = key
+		}
+		out.GossipKeys = append(out.GossipKeys, key)
+	}
+	if out.GossipKey == nil {
+		out.GossipKeys = nil // not made yet: the agent waits for the primary
 	}
 	return out, nil
 }

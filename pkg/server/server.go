@@ -67,6 +67,8 @@ type Server struct {
 	enrolLimit *enrolLimiter
 	// refused remembers secret refusals already recorded as events.
 	refused sync.Map
+	// confirming holds the serials whose ConfirmIdentity is being proposed.
+	confirming sync.Map
 }
 
 // New builds a Server.
@@ -179,6 +181,10 @@ func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWri
 			s.writeErr(w, r, &httpError{http.StatusForbidden, fmt.Sprintf("%s %q may not call %s %s (needs role %v)", id.Role, id.Name, r.Method, r.URL.Path, roles)})
 			return
 		}
+		if err := s.admit(r.Context(), id); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
 		if fromState && r.Method == http.MethodGet && !s.caughtUp() {
 			s.writeErr(w, r, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("coordinator %s is still catching up with the leader; ask another coordinator", s.cfg.Name)})
@@ -190,6 +196,37 @@ func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWri
 		}
 		s.cfg.Metrics.request(pattern, statusOf(err), time.Since(start))
 	})
+}
+
+// admit refuses a certificate the state revoked (its host was deleted, or a newer
+// certificate of the identity was confirmed), on every coordinator: each checks its
+// own replica. A renewed certificate's first request confirms it, which revokes the
+// one it renewed. Certificates the identity table does not hold (the admin's and the
+// first coordinator's, made at init) are judged by the CA alone.
+func (s *Server) admit(ctx context.Context, id pki.Identity) error {
+	var rec, old state.IdentityRecord
+	var known, pending bool
+	s.cfg.Store.Read(func(v state.View) {
+		if rec, known = v.Identity(id.Serial); known && rec.Supersedes != "" {
+			old, pending = v.Identity(rec.Supersedes)
+			pending = pending && old.Revoked == ""
+		}
+	})
+	if known && rec.Revoked != "" {
+		return &httpError{http.StatusForbidden, fmt.Sprintf("certificate %s of %s %q is revoked: %s", id.Serial, id.Role, id.Name, rec.Revoked)}
+	}
+	if !pending {
+		return nil
+	}
+	if _, busy := s.confirming.LoadOrStore(id.Serial, struct{}{}); busy {
+		return nil
+	}
+	defer s.confirming.Delete(id.Serial)
+	if err := s.propose(ctx, state.CmdConfirmIdentity, state.ConfirmIdentity{Serial: id.Serial}); err != nil {
+		// The request goes on; the next one tries again.
+		s.log.Warn("could not confirm a renewed certificate", "name", id.Name, "serial", id.Serial, "err", err)
+	}
+	return nil
 }
 
 var (

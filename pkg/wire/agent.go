@@ -75,4 +75,8 @@ type AgentConfig struct {
 	Coordinators []string `json:"coordinators"`
 	GossipSeeds  []string `json:"gossipSeeds"`
 	GossipKey    []byte   `json:"gossipKey,omitempty"`
+	// GossipKeys are every key gossip must accept, GossipKey first: during a
+	// rotation a new key is installed before it becomes primary, and the old one
+	// stays until every member uses the new one.
+	GossipKeys [][]byte `json:"gossipKeys,omitempty"`
 }
