@@ -13,6 +13,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/membership"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -47,7 +48,9 @@ type agent struct {
 	addrs    []string
 	cert     *x509.Certificate
 	seeds    []string
-	key      []byte // gossip key; nil until known
+	key      []byte           // gossip key; nil until known
+	keys     [][]byte         // every key gossip accepts (key first), as last set
+	pool     *membership.Pool // the running gossip pool, nil before it starts
 	snap     *wire.AgentSteps
 	keyReady chan struct{} // closed once key is known
 

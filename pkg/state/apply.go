@@ -137,20 +137,23 @@ func (a *applier) confirmIdentity(b ConfirmIdentity) error {
 }
 
 func (a *applier) setGossipKeys(b SetGossipKeys) error {
-	for name, rec := range map[string]*SecretRecord{GossipKeySecret: b.Primary, GossipNextKeySecret: b.Next, GossipPrevKeySecret: b.Previous} {
+	if b.Primary == nil {
+		return fmt.Errorf("gossip keys: a primary key is required")
+	}
+	keys := map[string]*SecretRecord{GossipKeySecret: b.Primary, GossipNextKeySecret: b.Next, GossipPrevKeySecret: b.Previous}
+	for name, rec := range keys {
+		if rec != nil && rec.Name != name {
+			return fmt.Errorf("gossip keys: record %q given as %q", rec.Name, name)
+		}
+	}
+	for name, rec := range keys {
 		if rec == nil {
 			delete(a.t.Secrets, name)
 			continue
 		}
-		if rec.Name != name {
-			return fmt.Errorf("gossip keys: record %q given as %q", rec.Name, name)
-		}
 		sec := *rec
 		sec.Index = a.idx
 		a.t.Secrets[name] = &sec
-	}
-	if b.Primary == nil {
-		return fmt.Errorf("gossip keys: a primary key is required")
 	}
 	return nil
 }
