@@ -338,7 +338,10 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doEnroll(w http.ResponseWriter, r *http.Request) error {
-	if !s.enrolLimit.allow(r.RemoteAddr, time.Now()) {
+	if ok, global := s.enrolLimit.admit(r.RemoteAddr, time.Now()); !ok {
+		if global {
+			return &httpError{http.StatusTooManyRequests, "too many enrolment attempts at this coordinator from all addresses; wait a few seconds"}
+		}
 		return &httpError{http.StatusTooManyRequests, "too many enrolment attempts from this address; wait a few seconds"}
 	}
 	var req wire.EnrollRequest

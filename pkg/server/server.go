@@ -47,6 +47,8 @@ type Config struct {
 	Gossip GossipInfo
 	// Metrics receives request and apply measurements; nil disables them.
 	Metrics *Metrics
+	// Join bounds the unauthenticated join port; zero fields take DefaultJoinLimits.
+	Join JoinLimits
 }
 
 // GossipInfo tells agents how to join the membership pool.
@@ -63,7 +65,7 @@ type Server struct {
 	joinMx *http.ServeMux
 	synced atomic.Bool
 	// enrolLimit bounds enrolment attempts per address: 100 at once (a rack enrolling
-	// through one NAT), then 2 a second.
+	// through one NAT), then 2 a second; and from all addresses (cfg.Join).
 	enrolLimit *enrolLimiter
 	// refused remembers secret refusals already recorded as events.
 	refused sync.Map
@@ -79,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AgentCertTTL == 0 {
 		cfg.AgentCertTTL = 24 * time.Hour
 	}
+	cfg.Join = cfg.Join.withDefaults()
 	clientTLS, err := cfg.Bundle.ClientTLSVerify("", pki.RequireRole(pki.RoleCoordinator))
 	if err != nil {
 		return nil, fmt.Errorf("server: forwarding tls: %w", err)
@@ -86,7 +89,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		enrolLimit: newEnrolLimiter(500*time.Millisecond, 100),
+		enrolLimit: newEnrolLimiter(500*time.Millisecond, 100).withGlobal(cfg.Join.GlobalEvery, cfg.Join.GlobalBurst),
 		fwd: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: clientTLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16,
 		}},
@@ -101,7 +104,7 @@ func (s *Server) ServeAPI(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: api tls: %w", err)
 	}
-	return s.serve(ctx, tls.NewListener(ln, tc), s.mux)
+	return s.serve(ctx, tls.NewListener(ln, tc), s.mux, nil)
 }
 
 // ServeJoin serves the enrolment endpoint, which accepts clients without certificates.
@@ -110,15 +113,19 @@ func (s *Server) ServeJoin(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: join tls: %w", err)
 	}
-	return s.serve(ctx, tls.NewListener(ln, tc), s.joinMx)
+	capped := &capListener{Listener: ln, max: s.cfg.Join.MaxConns}
+	return s.serve(ctx, tls.NewListener(capped, tc), s.joinMx, s.cfg.Join.apply)
 }
 
-func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, limit func(*http.Server)) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if limit != nil {
+		limit(srv)
 	}
 	done := make(chan struct{})
 	defer close(done)
