@@ -40,6 +40,24 @@ func (a *agent) followKeys(keys [][]byte) error {
 	return setKeys(pool, keys)
 }
 
+// gossipKeysChanged refetches the config when the step list says the gossip keys
+// changed since the agent last learnt them: a rotation phase lasts only so long.
+func (a *agent) gossipKeysChanged(ctx context.Context, version uint64) {
+	a.mu.Lock()
+	seen := a.keysVersion
+	a.mu.Unlock()
+	if version == 0 || version == seen {
+		return
+	}
+	if err := a.refreshConfig(ctx); err != nil {
+		a.log.Warn("gossip keys changed but the config was not refreshed", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.keysVersion = version
+	a.mu.Unlock()
+}
+
 func setKeys(pool *membership.Pool, keys [][]byte) error {
 	if pool == nil || len(keys) == 0 {
 		return nil

@@ -43,16 +43,18 @@ type agent struct {
 	// check holds it alone, so it never observes a host half way through a step.
 	execMu sync.RWMutex
 
-	mu       sync.Mutex
-	cl       *client.Client
-	addrs    []string
-	cert     *x509.Certificate
-	seeds    []string
-	key      []byte           // gossip key; nil until known
-	keys     [][]byte         // every key gossip accepts (key first), as last set
-	pool     *membership.Pool // the running gossip pool, nil before it starts
-	snap     *wire.AgentSteps
-	keyReady chan struct{} // closed once key is known
+	mu    sync.Mutex
+	cl    *client.Client
+	addrs []string
+	cert  *x509.Certificate
+	seeds []string
+	key   []byte           // gossip key; nil until known
+	keys  [][]byte         // every key gossip accepts (key first), as last set
+	pool  *membership.Pool // the running gossip pool, nil before it starts
+	// keysVersion is the GossipKeysVersion of the last config fetched for it.
+	keysVersion uint64
+	snap        *wire.AgentSteps
+	keyReady    chan struct{} // closed once key is known
 
 	ready     chan struct{} // closed after the first successful steps fetch
 	readyOnce sync.Once

@@ -30,6 +30,12 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		if h, ok := v.Host(host); ok {
 			idx = h.ModifyIndex
 		}
+		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
+			if rec, ok := v.Secret(name); ok {
+				out.GossipKeysVersion = max(out.GossipKeysVersion, rec.Index)
+			}
+		}
+		idx = max(idx, out.GossipKeysVersion)
 		refusals = refusals[:0]
 		for _, st := range v.Steps(host) {
 			idx = max(idx, st.ModifyIndex)
