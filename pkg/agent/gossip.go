@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"time"
@@ -12,10 +13,56 @@ func (a *agent) setGossipKey(key []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.key != nil {
-		return // a running pool keeps its key; a rotated key is used after restart
+		return // the first key starts the pool; rotations come through followKeys
 	}
 	a.key = slices.Clone(key)
 	close(a.keyReady)
+}
+
+// followKeys applies a rotation the coordinators announced (keys: the primary
+// first): the primary is saved for the next start and the running pool's keyring
+// follows (see membership.SetKeys). Before gossip starts it only records them.
+func (a *agent) followKeys(keys [][]byte) error {
+	a.mu.Lock()
+	same := slices.EqualFunc(keys, a.keys, bytes.Equal)
+	a.mu.Unlock()
+	if same || len(keys) == 0 {
+		return nil
+	}
+	if err := saveGossipKey(a.cfg.StateDir, keys[0]); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.keys = slices.Clone(keys)
+	pool := a.pool
+	a.mu.Unlock()
+	a.log.Info("gossip keys changed", "keys", len(keys))
+	return setKeys(pool, keys)
+}
+
+// gossipKeysChanged refetches the config when the step list says the gossip keys
+// changed since the agent last learnt them: a rotation phase lasts only so long.
+func (a *agent) gossipKeysChanged(ctx context.Context, version uint64) {
+	a.mu.Lock()
+	seen := a.keysVersion
+	a.mu.Unlock()
+	if version == 0 || version == seen {
+		return
+	}
+	if err := a.refreshConfig(ctx); err != nil {
+		a.log.Warn("gossip keys changed but the config was not refreshed", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.keysVersion = version
+	a.mu.Unlock()
+}
+
+func setKeys(pool *membership.Pool, keys [][]byte) error {
+	if pool == nil || len(keys) == 0 {
+		return nil
+	}
+	return pool.SetKeys(keys[0], keys[1:]...)
 }
 
 func (a *agent) gossipSeeds() []string {
@@ -52,6 +99,18 @@ func (a *agent) gossipLoop(ctx context.Context) error {
 		pool = p
 	}
 	defer pool.Close()
+	a.mu.Lock()
+	a.pool = pool
+	keys := a.keys // learnt while the pool started
+	a.mu.Unlock()
+	if err := setKeys(pool, keys); err != nil {
+		a.log.Warn("gossip: keys not installed", "err", err)
+	}
+	defer func() {
+		a.mu.Lock()
+		a.pool = nil
+		a.mu.Unlock()
+	}()
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	events := pool.Events()
@@ -68,6 +127,10 @@ func (a *agent) gossipLoop(ctx context.Context) error {
 			a.log.Debug("gossip", "member", ev.Member.Name, "event", ev.Kind, "state", ev.Member.State)
 		case <-tick.C:
 			if alive(pool.Members()) < 2 {
+				// Alone: perhaps the coordinators rotated the gossip key meanwhile.
+				if err := a.refreshConfig(ctx); err != nil {
+					a.log.Debug("gossip: config not refreshed", "err", err)
+				}
 				if seeds := a.gossipSeeds(); len(seeds) > 0 {
 					if _, err := pool.Join(seeds); err != nil {
 						a.log.Warn("gossip: no seed reachable", "err", err)

@@ -42,6 +42,9 @@ func (a *agent) refreshConfig(ctx context.Context) error {
 			a.setGossipKey(cfg.GossipKey)
 			a.log.Info("learnt the gossip key")
 		}
+		if err := a.followKeys(cfg.GossipKeys); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
 	newAddrs := len(cfg.Coordinators) > 0 && !slices.Equal(cfg.Coordinators, a.addrs)

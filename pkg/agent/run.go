@@ -13,6 +13,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/membership"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -41,14 +42,18 @@ type agent struct {
 	// check holds it alone, so it never observes a host half way through a step.
 	execMu sync.RWMutex
 
-	mu       sync.Mutex
-	cl       *client.Client
-	addrs    []string
-	cert     *x509.Certificate
-	seeds    []string
-	key      []byte // gossip key; nil until known
-	snap     *wire.AgentSteps
-	keyReady chan struct{} // closed once key is known
+	mu    sync.Mutex
+	cl    *client.Client
+	addrs []string
+	cert  *x509.Certificate
+	seeds []string
+	key   []byte           // gossip key; nil until known
+	keys  [][]byte         // every key gossip accepts (key first), as last set
+	pool  *membership.Pool // the running gossip pool, nil before it starts
+	// keysVersion is the GossipKeysVersion of the last config fetched for it.
+	keysVersion uint64
+	snap        *wire.AgentSteps
+	keyReady    chan struct{} // closed once key is known
 
 	ready     chan struct{} // closed after the first successful steps fetch
 	readyOnce sync.Once

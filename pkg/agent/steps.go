@@ -220,6 +220,7 @@ func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration
 	if out.Host != "" && out.Host != a.name {
 		return out, 0, fmt.Errorf("agent: fetch steps: coordinator answered for host %q, not %q", out.Host, a.name)
 	}
+	a.gossipKeysChanged(ctx, out.GossipKeysVersion)
 	return out, idx, nil
 }
 

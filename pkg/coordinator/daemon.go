@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -282,6 +284,7 @@ func (d *daemon) startLead(ctx context.Context) func() {
 func (d *daemon) lead(ctx context.Context) {
 	d.log.Info("became leader: taking on leader duties")
 	grace := time.Now().Add(15 * time.Second)
+	rot := &rotation{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -293,6 +296,9 @@ func (d *daemon) lead(ctx context.Context) {
 		}
 		if err := d.ensureGeneratedSecrets(ctx); err != nil {
 			d.log.Warn("leader: generated secrets", "err", err)
+		}
+		if err := d.rotateGossipKey(ctx, rot); err != nil {
+			d.log.Warn("leader: gossip key rotation", "err", err)
 		}
 		d.reconcileReachability(ctx, time.Now().After(grace))
 		select {
@@ -321,7 +327,7 @@ func (d *daemon) ensureSelf(ctx context.Context) error {
 
 func (d *daemon) ensureGossipKey(ctx context.Context) error {
 	var ok bool
-	d.store.Read(func(v state.View) { _, ok = v.Secret(server.GossipKeySecret) })
+	d.store.Read(func(v state.View) { _, ok = v.Secret(state.GossipKeySecret) })
 	if ok {
 		return nil
 	}
@@ -329,11 +335,11 @@ func (d *daemon) ensureGossipKey(ctx context.Context) error {
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	sealed, err := pki.Seal(d.dataKey, key, []byte(server.GossipKeySecret))
+	sealed, err := pki.Seal(d.dataKey, key, []byte(state.GossipKeySecret))
 	if err != nil {
 		return err
 	}
-	return d.propose(ctx, state.CmdPutSecret, state.PutSecret{Secret: state.SecretRecord{Name: server.GossipKeySecret, Ciphertext: sealed}})
+	return d.propose(ctx, state.CmdPutSecret, state.PutSecret{Secret: state.SecretRecord{Name: state.GossipKeySecret, Ciphertext: sealed}})
 }
 
 func (d *daemon) propose(ctx context.Context, typ string, body any) error {
@@ -400,8 +406,8 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 	var key []byte
 	for key == nil {
 		d.store.Read(func(v state.View) {
-			if s, ok := v.Secret(server.GossipKeySecret); ok {
-				if k, err := pki.Open(d.dataKey, s.Ciphertext, []byte(server.GossipKeySecret)); err == nil {
+			if s, ok := v.Secret(state.GossipKeySecret); ok {
+				if k, err := pki.Open(d.dataKey, s.Ciphertext, []byte(state.GossipKeySecret)); err == nil {
 					key = k
 				}
 			}
@@ -436,10 +442,30 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// Keys follow the state within a second: the leader's rotation waits longer
+	// than that between its phases (gossipKeyDwell).
+	keyTick := time.NewTicker(time.Second)
+	defer keyTick.Stop()
+	var keys [][]byte
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-keyTick.C:
+			want, err := d.gossipKeys()
+			if err != nil {
+				d.log.Warn("gossip keys", "err", err)
+				continue
+			}
+			if len(want) == 0 || slices.EqualFunc(want, keys, bytes.Equal) {
+				continue
+			}
+			if err := pool.SetKeys(want[0], want[1:]...); err != nil {
+				d.log.Warn("gossip keys not installed", "err", err)
+				continue
+			}
+			keys = want
+			d.log.Info("gossip keys set", "keys", len(keys))
 		case <-tick.C:
 			// Coordinators that joined after this one started are not among the
 			// pool's seeds: join any that gossip does not show alive.
@@ -460,6 +486,30 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// gossipKeys are the keys gossip accepts now, the primary first.
+func (d *daemon) gossipKeys() ([][]byte, error) {
+	var recs []state.SecretRecord
+	d.store.Read(func(v state.View) {
+		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
+			if r, ok := v.Secret(name); ok {
+				recs = append(recs, r)
+			}
+		}
+	})
+	if len(recs) == 0 || recs[0].Name != state.GossipKeySecret {
+		return nil, nil
+	}
+	var out [][]byte
+	for _, r := range recs {
+		k, err := pki.Open(d.dataKey, r.Ciphertext, []byte(r.Name))
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", r.Name, err)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 func (d *daemon) gossipSeeds() []string {

@@ -13,18 +13,18 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/pki"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/secretref"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
 
-// Secrets the leader generates on demand: a step input "plinth-secret:generated/<kind>/<id>"
+// Secrets the leader generates on demand: a step input secretref.GeneratedRef(kind, id)
 // makes the leader create that secret (random, sealed, then proposed) the first time it
 // sees the reference. The kinds say what shape the value takes.
 var generators = map[string]func() (string, error){
 	// hex32: 32 random bytes as 64 hex digits (e.g. kubeadm's certificate key).
-	"hex32": func() (string, error) { return randomHex(32) },
+	secretref.GenHex32: func() (string, error) { return randomHex(32) },
 	// bootstrap-token: kubeadm's "[a-z0-9]{6}.[a-z0-9]{16}".
-	"bootstrap-token": func() (string, error) {
+	secretref.GenBootstrapToken: func() (string, error) {
 		id, err := randomAlnum(6)
 		if err != nil {
 			return "", err
@@ -33,12 +33,13 @@ var generators = map[string]func() (string, error){
 		return id + "." + sec, err
 	},
 	// password: 24 random characters of [a-z0-9].
-	"password": func() (string, error) { return randomAlnum(24) },
+	secretref.GenPassword: func() (string, error) { return randomAlnum(24) },
 	// etcd-ca: a self-signed ECDSA CA for Plinth's etcd, certificate and key PEM.
-	"etcd-ca": func() (string, error) { return certs.NewCA("etcd-ca", time.Now()) },
+	secretref.GenEtcdCA: func() (string, error) { return certs.NewCA("etcd-ca", time.Now()) },
 }
 
-var generatedRef = regexp.MustCompile(regexp.QuoteMeta(server.SecretRef) + `(generated/([a-z0-9-]+)/[A-Za-z0-9._/-]+)`)
+// anyRef finds secret references in a step's JSON inputs (names are [A-Za-z0-9._/-]).
+var anyRef = regexp.MustCompile(regexp.QuoteMeta(secretref.Prefix) + `([A-Za-z0-9._/-]+)`)
 
 // ensureGeneratedSecrets creates every generated secret that some step references
 // and that does not exist yet.
@@ -46,9 +47,10 @@ func (d *daemon) ensureGeneratedSecrets(ctx context.Context) error {
 	want := map[string]string{}
 	d.store.Read(func(v state.View) {
 		for _, st := range v.Steps("") {
-			for _, m := range generatedRef.FindAllStringSubmatch(string(st.Inputs), -1) {
-				if _, ok := v.Secret(m[1]); !ok {
-					want[m[1]] = m[2]
+			for _, m := range anyRef.FindAllStringSubmatch(string(st.Inputs), -1) {
+				kind, _, ok := secretref.ParseGenerated(m[1])
+				if _, have := v.Secret(m[1]); ok && !have {
+					want[m[1]] = kind
 				}
 			}
 		}

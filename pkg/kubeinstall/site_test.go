@@ -14,9 +14,8 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/plan"
-	"github.com/plinth-dev/plinth/pkg/server"
+	"github.com/plinth-dev/plinth/pkg/secretref"
 )
 
 // siteOpts shapes the sample site: 2 controllers, a witness and 3 workers on one
@@ -132,19 +131,19 @@ func (s *secrets) get(t *testing.T, name string) string {
 	if v, ok := s.vals[name]; ok {
 		return v
 	}
-	parts := strings.SplitN(name, "/", 3)
-	if len(parts) < 3 || parts[0] != "generated" {
+	kind, _, ok := secretref.ParseGenerated(name)
+	if !ok {
 		t.Fatalf("secret %s: not available", name)
 	}
 	var v string
-	switch parts[1] {
-	case "bootstrap-token":
+	switch kind {
+	case secretref.GenBootstrapToken:
 		v = alnum(6) + "." + alnum(16)
-	case "hex32":
+	case secretref.GenHex32:
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		v = hex.EncodeToString(b)
-	case "etcd-ca":
+	case secretref.GenEtcdCA:
 		ca, err := certs.NewCA("etcd-ca", time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -161,7 +160,7 @@ func (s *secrets) setOutputs(stepID string, outs map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, v := range outs {
-		s.vals[server.OutputSecret(stepID, k)] = v
+		s.vals[secretref.OutputName(stepID, k)] = v
 	}
 }
 
@@ -177,7 +176,7 @@ func (s *secrets) resolve(t *testing.T, st plan.Step) json.RawMessage {
 	walk = func(x any) any {
 		switch v := x.(type) {
 		case string:
-			if name, ok := strings.CutPrefix(v, server.SecretRef); ok {
+			if name, ok := secretref.Parse(v); ok {
 				return s.get(t, name)
 			}
 		case map[string]any:
@@ -225,10 +224,4 @@ func freePorts(t *testing.T, n int) []int {
 		l.Close()
 	}
 	return ports
-}
-
-func TestRefsMatchTheCoordinator(t *testing.T) {
-	if kubespec.OutputRef("h/kube.init", "k") != server.SecretRef+server.OutputSecret("h/kube.init", "k") {
-		t.Fatal("kubespec.OutputRef disagrees with server.SecretRef/OutputSecret")
-	}
 }

@@ -111,6 +111,11 @@ func memberlistConfig(cfg Config, logger *slog.Logger) (*memberlist.Config, erro
 
 	// Copy the key so later changes by the caller cannot reach memberlist.
 	mc.SecretKey = append([]byte(nil), cfg.Key...)
+	kr, err := memberlist.NewKeyring(nil, mc.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("membership: config: key: %w", err)
+	}
+	mc.Keyring = kr // kept by the pool so SetKeys can rotate it
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 

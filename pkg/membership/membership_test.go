@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -373,5 +374,41 @@ func TestAdvertiseAddr(t *testing.T) {
 	})
 	if _, port, _ := net.SplitHostPort(m.LocalAddr()); port == "0" || port == "" {
 		t.Fatalf("LocalAddr %q lacks the bound port", m.LocalAddr())
+	}
+}
+
+// A rotation in three steps keeps the members that follow it together and ends the
+// membership of one that knows only the old key (a deleted host).
+func TestKeyRotationDropsTheMemberLeftBehind(t *testing.T) {
+	oldKey, newKeyB := newKey(t), newKey(t)
+	a := start(t, "a", RoleCoordinator, oldKey)
+	b := start(t, "b", RoleAgent, oldKey, a.LocalAddr())
+	_ = start(t, "x", RoleAgent, oldKey, a.LocalAddr()) // never told of the new key
+	poll.True(t, 10*time.Second, "3 alive members everywhere", func() bool {
+		return allAlive(a.Pool, "a", "b", "x") && allAlive(b.Pool, "a", "b", "x")
+	})
+	for _, phase := range [][][]byte{{oldKey, newKeyB}, {newKeyB, oldKey}, {newKeyB}} {
+		for _, m := range []*testMember{a, b} {
+			if err := m.SetKeys(phase[0], phase[1:]...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !allAlive(a.Pool, "a", "b") || !allAlive(b.Pool, "a", "b") {
+			t.Fatalf("a and b lost each other during the rotation")
+		}
+	}
+	if got := a.keyring.GetKeys(); len(got) != 1 || !bytes.Equal(got[0], newKeyB) {
+		t.Fatalf("a's keyring holds %d keys after the rotation, want only the new one", len(got))
+	}
+	poll.True(t, 20*time.Second, "x, left with the old key, is no longer alive for a and b", func() bool {
+		ma, _ := memberState(a.Pool, "x")
+		mb, _ := memberState(b.Pool, "x")
+		return ma.State != StateAlive && mb.State != StateAlive
+	})
+	poll.True(t, 10*time.Second, "a and b still see each other", func() bool {
+		return allAlive(a.Pool, "a", "b") && allAlive(b.Pool, "a", "b")
+	})
+	if err := a.SetKeys([]byte("short")); err == nil {
+		t.Fatal("SetKeys took a 5-byte key")
 	}
 }

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ type Pool struct {
 	deadTTL time.Duration // how long memberlist keeps dead members around
 	local   string        // address others reach us at
 	events  *eventQueue
+	keyring *memberlist.Keyring
 
 	mu      sync.Mutex
 	members map[string]entry // updated from memberlist's event delegate
@@ -93,6 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		deadTTL: mc.GossipToTheDeadTime,
 		events:  newEventQueue(),
 		members: make(map[string]entry),
+		keyring: mc.Keyring,
 	}
 	d := &delegate{p: p}
 	mc.Delegate = d
@@ -137,6 +140,33 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		go p.joinLoop(joinCtx, seeds)
 	}
 	return p, nil
+}
+
+// SetKeys makes primary the key gossip encrypts with and others the only other keys
+// it accepts. A rotation calls it three times, each after every member has the
+// previous step: (old, new) installs the new key, (new, old) switches to it, (new)
+// drops the old one, and with it every member that knows only the old key.
+func (p *Pool) SetKeys(primary []byte, others ...[]byte) error {
+	want := append([][]byte{primary}, others...)
+	for _, k := range want {
+		if len(k) != KeySize {
+			return fmt.Errorf("membership: set keys: key is %d bytes, want %d", len(k), KeySize)
+		}
+		if err := p.keyring.AddKey(k); err != nil {
+			return fmt.Errorf("membership: set keys: %w", err)
+		}
+	}
+	if err := p.keyring.UseKey(primary); err != nil {
+		return fmt.Errorf("membership: set keys: %w", err)
+	}
+	for _, k := range p.keyring.GetKeys() {
+		if !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, k) }) {
+			if err := p.keyring.RemoveKey(k); err != nil {
+				return fmt.Errorf("membership: set keys: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Events returns membership changes, in the order memberlist observed them,

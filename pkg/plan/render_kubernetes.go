@@ -11,6 +11,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
+	"github.com/plinth-dev/plinth/pkg/secretref"
 )
 
 // renderKubernetes renders the Kubernetes bootstrap when the site declares it:
@@ -115,8 +116,8 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	cluster := r.cluster()
 	note := r.etcdNote()
 	gen := strconv.Itoa(k.CredentialsGeneration)
-	token := kubespec.Ref("generated/bootstrap-token/" + site.Metadata.Name + "-kube-" + gen)
-	certKey := kubespec.Ref("generated/hex32/" + site.Metadata.Name + "-kube-certificate-key-" + gen)
+	token := secretref.GeneratedRef(secretref.GenBootstrapToken, site.Metadata.Name+"-kube-"+gen)
+	certKey := secretref.GeneratedRef(secretref.GenHex32, site.Metadata.Name+"-kube-certificate-key-"+gen)
 	initID := StepID(first, kubespec.KindInit, "")
 
 	r.renderBinaries()
@@ -153,7 +154,7 @@ func (r *kubeRenderer) render() ([]Step, error) {
 	r.add(first, kubespec.KindInit, "", initIn, kubeDedup(deps)...)
 	joinIDs := map[string]string{first: initID}
 
-	caHash := kubespec.OutputRef(initID, kubespec.OutputCACertHash)
+	caHash := secretref.OutputRef(initID, kubespec.OutputCACertHash)
 	if h := t.second; h != nil {
 		n := h.Metadata.Name
 		in := kubespec.JoinInputs{Cluster: cluster, Node: r.node(*h, true), Token: token, CACertHash: caHash,
@@ -166,7 +167,7 @@ func (r *kubeRenderer) render() ([]Step, error) {
 		joinIDs[n] = r.add(n, kubespec.KindJoin, "", in, append(r.runtime(n), initID)...)
 	}
 
-	admin := kubespec.OutputRef(initID, kubespec.OutputAdminConf)
+	admin := secretref.OutputRef(initID, kubespec.OutputAdminConf)
 	// kube.health waits for everything that makes the cluster: init, the joins, the
 	// pod network (no node is Ready without it) and the labels.
 	var healthDeps, names []string
@@ -333,7 +334,7 @@ func (r *kubeRenderer) etcdInputs(h api.Host, note string) kubespec.EtcdInputs {
 	isWitness := r.t.witness != nil && h.Metadata.Name == r.t.witness.Metadata.Name
 	return kubespec.EtcdInputs{
 		Member: self, Members: members, ClusterToken: r.in.site.Metadata.Name + "-etcd",
-		CA: kubespec.Ref("generated/etcd-ca/" + r.in.site.Metadata.Name), DataDir: r.k.Etcd.DataDir,
+		CA: secretref.GeneratedRef(secretref.GenEtcdCA, r.in.site.Metadata.Name), DataDir: r.k.Etcd.DataDir,
 		Binary: r.k.Etcd.Binary, APIServerClient: !isWitness, Note: note,
 	}
 }

@@ -2,25 +2,27 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/secretref"
 	"github.com/plinth-dev/plinth/pkg/state"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 	host := identity(r).Name
-	return s.block(w, r, func(v state.View) (any, uint64) {
+	var refusals []refusal
+	err := s.block(w, r, func(v state.View) (any, uint64) {
 		out := wire.AgentSteps{Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: api.DefaultDriftCheckSeconds}
 		if site, ok := v.Site(); ok {
 			out.DriftCheckSeconds = site.Site.Spec.Policy.Effective().DriftCheckSeconds
@@ -29,9 +31,22 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		if h, ok := v.Host(host); ok {
 			idx = h.ModifyIndex
 		}
+		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
+			if rec, ok := v.Secret(name); ok {
+				out.GossipKeysVersion = max(out.GossipKeysVersion, rec.Index)
+			}
+		}
+		idx = max(idx, out.GossipKeysVersion)
+		refusals = refusals[:0]
 		for _, st := range v.Steps(host) {
 			idx = max(idx, st.ModifyIndex)
-			inputs, err := s.resolveSecrets(v, st.Inputs)
+			inputs, err := s.resolveSecrets(v, st.Step)
+			var ge *plan.GrantError
+			if errors.As(err, &ge) {
+				// Never handed out; the agent sees the step as waiting.
+				refusals = append(refusals, refusal{ge, st.InputsHash})
+				continue
+			}
 			if err != nil {
 				// The step cannot run until its secret exists; the agent sees it as waiting.
 				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
@@ -41,33 +56,42 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		}
 		return out, idx
 	})
+	for _, rf := range refusals {
+		s.refuseSecret(r.Context(), rf.ge, rf.hash)
+	}
+	return err
 }
 
-// OutputSecret names the sealed secret holding output key of step id.
-func OutputSecret(stepID, key string) string { return "output/" + stepID + "/" + key }
+type refusal struct {
+	ge   *plan.GrantError
+	hash string
+}
 
-// SecretRef is the prefix of a string in step inputs that stands for a secret: the
-// planner renders "plinth-secret:NAME" and the agent receives the plaintext, resolved
-// here over mTLS and only for the host the step belongs to. Inputs hashes are taken
-// over the references, so secrets never enter the log in the clear.
-const SecretRef = "plinth-secret:"
-
-// resolveSecrets replaces secret references in inputs with their values.
-func (s *Server) resolveSecrets(v state.View, inputs json.RawMessage) (json.RawMessage, error) {
-	if !bytes.Contains(inputs, []byte(SecretRef)) {
-		return inputs, nil
+// resolveSecrets replaces the secret references in a step's inputs with their
+// values, each only if the planner granted it to this step (plan.Grant). Inputs hashes
+// are taken over the references, so secrets never enter the log in the clear.
+func (s *Server) resolveSecrets(v state.View, st plan.Step) (json.RawMessage, error) {
+	if !bytes.Contains(st.Inputs, []byte(secretref.Prefix)) {
+		return st.Inputs, nil
 	}
 	var doc any
-	if err := json.Unmarshal(inputs, &doc); err != nil {
+	if err := json.Unmarshal(st.Inputs, &doc); err != nil {
 		return nil, err
+	}
+	lookup := func(id string) (plan.Step, bool) {
+		r, ok := v.Step(id)
+		return r.Step, ok
 	}
 	var walk func(x any) (any, error)
 	walk = func(x any) (any, error) {
 		switch t := x.(type) {
 		case string:
-			name, ok := strings.CutPrefix(t, SecretRef)
+			name, ok := secretref.Parse(t)
 			if !ok {
 				return t, nil
+			}
+			if err := plan.Grant(st, name, lookup); err != nil {
+				return nil, err
 			}
 			sec, found := v.Secret(name)
 			if !found {
@@ -104,6 +128,21 @@ func (s *Server) resolveSecrets(v state.View, inputs json.RawMessage) (json.RawM
 	return json.Marshal(out)
 }
 
+// refuseSecret logs a step's request for a secret it was not granted and records it
+// as a Warning event, once per step, inputs and secret (agents ask again and again).
+func (s *Server) refuseSecret(ctx context.Context, ge *plan.GrantError, inputsHash string) {
+	key := ge.Step + "\x00" + inputsHash + "\x00" + ge.Secret
+	if _, dup := s.refused.LoadOrStore(key, struct{}{}); dup {
+		return
+	}
+	s.log.Warn("secret refused", "step", ge.Step, "host", ge.Host, "secret", ge.Secret, "err", ge)
+	ev := state.Event{Type: state.EventWarning, Object: "host/" + ge.Host, Reason: "SecretRefused", Message: ge.Error()}
+	if err := s.propose(ctx, state.CmdRecordEvent, state.RecordEvent{Event: ev}); err != nil {
+		s.refused.Delete(key) // try again on the next request
+		s.log.Warn("could not record the refusal event", "step", ge.Step, "err", err)
+	}
+}
+
 // agentStep serves one step, only to the agent of the host it belongs to.
 func (s *Server) agentStep(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
@@ -118,7 +157,12 @@ func (s *Server) agentStep(w http.ResponseWriter, r *http.Request) error {
 	}
 	var inputs json.RawMessage
 	var rerr error
-	s.cfg.Store.Read(func(v state.View) { inputs, rerr = s.resolveSecrets(v, rec.Inputs) })
+	s.cfg.Store.Read(func(v state.View) { inputs, rerr = s.resolveSecrets(v, rec.Step) })
+	var ge *plan.GrantError
+	if errors.As(rerr, &ge) {
+		s.refuseSecret(r.Context(), ge, rec.InputsHash)
+		return &httpError{http.StatusForbidden, rerr.Error()}
+	}
 	if rerr != nil {
 		return &httpError{http.StatusConflict, "step " + rec.ID + ": " + rerr.Error()}
 	}
@@ -179,7 +223,7 @@ func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
 	if len(cmd.Result.Outputs) > 0 {
 		names := make(map[string]string, len(cmd.Result.Outputs))
 		for k, v := range cmd.Result.Outputs {
-			name := OutputSecret(rep.ID, k)
+			name := secretref.OutputName(rep.ID, k)
 			sealed, err := pki.Seal(s.cfg.DataKey, []byte(v), []byte(name))
 			if err != nil {
 				return err
@@ -256,13 +300,9 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GossipKeySecret names the sealed gossip encryption key in the secrets table.
-const GossipKeySecret = "gossip-key"
-
 func (s *Server) agentConfigFor() (wire.AgentConfig, error) {
 	var out wire.AgentConfig
-	var sealed state.SecretRecord
-	var ok bool
+	var sealed []state.SecretRecord
 	s.cfg.Store.Read(func(v state.View) {
 		for _, c := range v.Coordinators() {
 			out.Coordinators = append(out.Coordinators, c.APIAddr)
@@ -270,14 +310,25 @@ func (s *Server) agentConfigFor() (wire.AgentConfig, error) {
 				out.GossipSeeds = append(out.GossipSeeds, c.GossipAddr)
 			}
 		}
-		sealed, ok = v.Secret(GossipKeySecret)
-	})
-	if ok {
-		key, err := pki.Open(s.cfg.DataKey, sealed.Ciphertext, []byte(GossipKeySecret))
-		if err != nil {
-			return out, fmt.Errorf("gossip key: %w", err)
+		// The primary first, then the keys a rotation keeps installed beside it.
+		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
+			if rec, ok := v.Secret(name); ok {
+				sealed = append(sealed, rec)
+			}
 		}
-		out.GossipKey = key
+	})
+	for _, rec := range sealed {
+		key, err := pki.Open(s.cfg.DataKey, rec.Ciphertext, []byte(rec.Name))
+		if err != nil {
+			return out, fmt.Errorf("gossip key %s: %w", rec.Name, err)
+		}
+		if rec.Name == state.GossipKeySecret {
+			out.GossipKey = key
+		}
+		out.GossipKeys = append(out.GossipKeys, key)
+	}
+	if out.GossipKey == nil {
+		out.GossipKeys = nil // not made yet: the agent waits for the primary
 	}
 	return out, nil
 }
@@ -294,7 +345,10 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doEnroll(w http.ResponseWriter, r *http.Request) error {
-	if !s.enrolLimit.allow(r.RemoteAddr, time.Now()) {
+	if ok, global := s.enrolLimit.admit(r.RemoteAddr, time.Now()); !ok {
+		if global {
+			return &httpError{http.StatusTooManyRequests, "too many enrolment attempts at this coordinator from all addresses; wait a few seconds"}
+		}
 		return &httpError{http.StatusTooManyRequests, "too many enrolment attempts from this address; wait a few seconds"}
 	}
 	var req wire.EnrollRequest

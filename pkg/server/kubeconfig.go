@@ -7,6 +7,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/secretref"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) kubeconfig(w http.ResponseWriter, r *http.Request) error {
 			return
 		}
 		stepID = plan.StepID(site.Site.Spec.Controllers[0], kubespec.KindInit, "")
-		sec, found = v.Secret(OutputSecret(stepID, kubespec.OutputAdminConf))
+		sec, found = v.Secret(secretref.OutputName(stepID, kubespec.OutputAdminConf))
 	})
 	switch {
 	case stepID == "":
@@ -31,7 +32,7 @@ func (s *Server) kubeconfig(w http.ResponseWriter, r *http.Request) error {
 	case !found:
 		return fmt.Errorf("admin kubeconfig: %w: step %s has not succeeded yet (see `plinth-coordinator get steps`)", state.ErrNotFound, stepID)
 	}
-	name := OutputSecret(stepID, kubespec.OutputAdminConf)
+	name := secretref.OutputName(stepID, kubespec.OutputAdminConf)
 	plain, err := pki.Open(s.cfg.DataKey, sec.Ciphertext, []byte(name))
 	if err != nil {
 		return fmt.Errorf("admin kubeconfig: %w", err)

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,8 @@ type Config struct {
 	Gossip GossipInfo
 	// Metrics receives request and apply measurements; nil disables them.
 	Metrics *Metrics
+	// Join bounds the unauthenticated join port; zero fields take DefaultJoinLimits.
+	Join JoinLimits
 }
 
 // GossipInfo tells agents how to join the membership pool.
@@ -62,8 +65,12 @@ type Server struct {
 	joinMx *http.ServeMux
 	synced atomic.Bool
 	// enrolLimit bounds enrolment attempts per address: 100 at once (a rack enrolling
-	// through one NAT), then 2 a second.
+	// through one NAT), then 2 a second; and from all addresses (cfg.Join).
 	enrolLimit *enrolLimiter
+	// refused remembers secret refusals already recorded as events.
+	refused sync.Map
+	// confirming holds the serials whose ConfirmIdentity is being proposed.
+	confirming sync.Map
 }
 
 // New builds a Server.
@@ -74,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AgentCertTTL == 0 {
 		cfg.AgentCertTTL = 24 * time.Hour
 	}
+	cfg.Join = cfg.Join.withDefaults()
 	clientTLS, err := cfg.Bundle.ClientTLSVerify("", pki.RequireRole(pki.RoleCoordinator))
 	if err != nil {
 		return nil, fmt.Errorf("server: forwarding tls: %w", err)
@@ -81,7 +89,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		enrolLimit: newEnrolLimiter(500*time.Millisecond, 100),
+		enrolLimit: newEnrolLimiter(500*time.Millisecond, 100).withGlobal(cfg.Join.GlobalEvery, cfg.Join.GlobalBurst),
 		fwd: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: clientTLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16,
 		}},
@@ -96,7 +104,7 @@ func (s *Server) ServeAPI(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: api tls: %w", err)
 	}
-	return s.serve(ctx, tls.NewListener(ln, tc), s.mux)
+	return s.serve(ctx, tls.NewListener(ln, tc), s.mux, nil)
 }
 
 // ServeJoin serves the enrolment endpoint, which accepts clients without certificates.
@@ -105,15 +113,19 @@ func (s *Server) ServeJoin(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: join tls: %w", err)
 	}
-	return s.serve(ctx, tls.NewListener(ln, tc), s.joinMx)
+	capped := &capListener{Listener: ln, max: s.cfg.Join.MaxConns}
+	return s.serve(ctx, tls.NewListener(capped, tc), s.joinMx, s.cfg.Join.apply)
 }
 
-func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, limit func(*http.Server)) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if limit != nil {
+		limit(srv)
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -176,6 +188,10 @@ func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWri
 			s.writeErr(w, r, &httpError{http.StatusForbidden, fmt.Sprintf("%s %q may not call %s %s (needs role %v)", id.Role, id.Name, r.Method, r.URL.Path, roles)})
 			return
 		}
+		if err := s.admit(r.Context(), id); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
 		if fromState && r.Method == http.MethodGet && !s.caughtUp() {
 			s.writeErr(w, r, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("coordinator %s is still catching up with the leader; ask another coordinator", s.cfg.Name)})
@@ -187,6 +203,37 @@ func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWri
 		}
 		s.cfg.Metrics.request(pattern, statusOf(err), time.Since(start))
 	})
+}
+
+// admit refuses a certificate the state revoked (its host was deleted, or a newer
+// certificate of the identity was confirmed), on every coordinator: each checks its
+// own replica. A renewed certificate's first request confirms it, which revokes the
+// one it renewed. Certificates the identity table does not hold (the admin's and the
+// first coordinator's, made at init) are judged by the CA alone.
+func (s *Server) admit(ctx context.Context, id pki.Identity) error {
+	var rec, old state.IdentityRecord
+	var known, pending bool
+	s.cfg.Store.Read(func(v state.View) {
+		if rec, known = v.Identity(id.Serial); known && rec.Supersedes != "" {
+			old, pending = v.Identity(rec.Supersedes)
+			pending = pending && old.Revoked == ""
+		}
+	})
+	if known && rec.Revoked != "" {
+		return &httpError{http.StatusForbidden, fmt.Sprintf("certificate %s of %s %q is revoked: %s", id.Serial, id.Role, id.Name, rec.Revoked)}
+	}
+	if !pending {
+		return nil
+	}
+	if _, busy := s.confirming.LoadOrStore(id.Serial, struct{}{}); busy {
+		return nil
+	}
+	defer s.confirming.Delete(id.Serial)
+	if err := s.propose(ctx, state.CmdConfirmIdentity, state.ConfirmIdentity{Serial: id.Serial}); err != nil {
+		// The request goes on; the next one tries again.
+		s.log.Warn("could not confirm a renewed certificate", "name", id.Name, "serial", id.Serial, "err", err)
+	}
+	return nil
 }
 
 var (

@@ -97,16 +97,65 @@ func (a *applier) deleteHost(b DeleteHost) error {
 			return fmt.Errorf("host %q is the witness of site %s: remove it from spec.witness first", b.Name, a.t.Site.Site.Metadata.Name)
 		}
 	}
-	if rec.Enrolled {
-		rec.Declared = false
-		rec.Host = api.Host{}
-		rec.SpecHash = ""
-		rec.ModifyIndex = a.idx
-	} else {
-		delete(a.t.Hosts, b.Name)
+	delete(a.t.Hosts, b.Name)
+	msg := "host " + b.Name + " removed from the site"
+	// Its agent's certificates stop working at once on every coordinator, and the
+	// gossip key it knows is rotated away (the leader does it: keys are random).
+	var revoked []string
+	for serial, id := range a.t.Identities {
+		if id.Name == b.Name && id.Role == "agent" && id.Revoked == "" {
+			id.Revoked = "host " + b.Name + " was deleted"
+			revoked = append(revoked, serial)
+		}
 	}
-	a.event(EventNormal, "host/"+b.Name, "Deleted", "host "+b.Name+" removed from the site")
+	if rec.Enrolled || len(revoked) > 0 {
+		a.t.GossipRekey = a.idx
+	}
+	if len(revoked) > 0 {
+		sort.Strings(revoked)
+		msg += "; certificate(s) " + strings.Join(revoked, ", ") + " revoked and the gossip key is being rotated"
+	}
+	a.event(EventNormal, "host/"+b.Name, "Deleted", msg)
 	return a.replan()
+}
+
+func (a *applier) confirmIdentity(b ConfirmIdentity) error {
+	id, ok := a.t.Identities[b.Serial]
+	if !ok {
+		return fmt.Errorf("confirm: certificate %s: %w", b.Serial, ErrNotFound)
+	}
+	if id.Revoked != "" {
+		return fmt.Errorf("confirm: certificate %s is revoked: %s", b.Serial, id.Revoked)
+	}
+	old, ok := a.t.Identities[id.Supersedes]
+	if !ok || old.Revoked != "" {
+		return nil // already confirmed, or the old one expired and was forgotten
+	}
+	old.Revoked = "superseded by certificate " + b.Serial
+	a.event(EventNormal, "host/"+id.Name, "CertificateSuperseded", fmt.Sprintf("%s %s uses certificate %s; the certificate it renewed, %s, is revoked", id.Role, id.Name, b.Serial, old.Serial))
+	return nil
+}
+
+func (a *applier) setGossipKeys(b SetGossipKeys) error {
+	if b.Primary == nil {
+		return fmt.Errorf("gossip keys: a primary key is required")
+	}
+	keys := map[string]*SecretRecord{GossipKeySecret: b.Primary, GossipNextKeySecret: b.Next, GossipPrevKeySecret: b.Previous}
+	for name, rec := range keys {
+		if rec != nil && rec.Name != name {
+			return fmt.Errorf("gossip keys: record %q given as %q", rec.Name, name)
+		}
+	}
+	for name, rec := range keys {
+		if rec == nil {
+			delete(a.t.Secrets, name)
+			continue
+		}
+		sec := *rec
+		sec.Index = a.idx
+		a.t.Secrets[name] = &sec
+	}
+	return nil
 }
 
 // replan renders steps from the declared state and merges them with progress.
@@ -230,8 +279,16 @@ func (a *applier) renewIdentity(b RenewIdentity) error {
 	if !ok || old.Name != b.Name || old.Role != b.Role {
 		return fmt.Errorf("renew: certificate %s is not a known %s identity of %s", b.OldSerial, b.Role, b.Name)
 	}
+	if old.Revoked != "" {
+		return &EnrolError{Reason: "Revoked", Msg: fmt.Sprintf("renew: certificate %s is revoked: %s", b.OldSerial, old.Revoked)}
+	}
+	// Renewing again before the first renewal was confirmed: the holder never used
+	// that certificate (it lost it in a crash), so nobody may.
+	if prev, ok := a.t.Identities[old.Replaced]; ok && old.Replaced != b.Serial && prev.Revoked == "" {
+		prev.Revoked = "never confirmed: certificate " + b.OldSerial + " was renewed again as " + b.Serial
+	}
 	old.Replaced = b.Serial
-	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now}
+	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now, Supersedes: b.OldSerial}
 	// Forget identities that expired: they can no longer authenticate anyway.
 	for serial, id := range a.t.Identities {
 		if a.now.After(id.NotAfter) {

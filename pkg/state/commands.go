@@ -29,6 +29,8 @@ const (
 	CmdCreateToken       = "CreateToken"
 	CmdEnroll            = "Enroll"
 	CmdRenewIdentity     = "RenewIdentity"
+	CmdConfirmIdentity   = "ConfirmIdentity"
+	CmdSetGossipKeys     = "SetGossipKeys"
 	CmdReportFacts       = "ReportFacts"
 	CmdStepStart         = "StepStart"
 	CmdStepResult        = "StepResult"
@@ -89,6 +91,30 @@ type RenewIdentity struct {
 	Serial    string    `json:"serial"`
 	NotAfter  time.Time `json:"notAfter"`
 }
+
+// ConfirmIdentity records that the holder of certificate Serial used it: the
+// certificate it renewed is revoked, so only the newest one works from then on.
+type ConfirmIdentity struct {
+	Serial string `json:"serial"`
+}
+
+// SetGossipKeys writes the gossip keys of one rotation phase at once (nil removes
+// the name), so no coordinator ever sees a half-made phase. The leader seals the
+// values; the FSM only places them.
+type SetGossipKeys struct {
+	Primary  *SecretRecord `json:"primary,omitempty"`
+	Next     *SecretRecord `json:"next,omitempty"`
+	Previous *SecretRecord `json:"previous,omitempty"`
+}
+
+// Names of the gossip keys in the secrets table: the primary (what gossip encrypts
+// with), during a rotation the next one (installed everywhere before it becomes
+// primary) and then the previous one (still accepted until everyone uses the new one).
+const (
+	GossipKeySecret     = "gossip-key"
+	GossipNextKeySecret = "gossip-key/next"
+	GossipPrevKeySecret = "gossip-key/previous"
+)
 
 // ReportFacts stores what an agent observed about its host.
 type ReportFacts struct {

@@ -43,6 +43,9 @@ type tables struct {
 	Invalid string `json:"invalid,omitempty"`
 	// Allocations are the pool addresses the planner gave hosts (see plan.Allocate).
 	Allocations []plan.Allocation `json:"allocations,omitempty"`
+	// GossipRekey is the index at which deleting an enrolled host made a gossip key
+	// rotation due: a primary key written before it is known to a revoked host.
+	GossipRekey uint64 `json:"gossipRekey,omitempty"`
 }
 
 func newTables() *tables {
@@ -135,6 +138,10 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 		err = decode(c, a.enroll)
 	case CmdRenewIdentity:
 		err = decode(c, a.renewIdentity)
+	case CmdConfirmIdentity:
+		err = decode(c, a.confirmIdentity)
+	case CmdSetGossipKeys:
+		err = decode(c, a.setGossipKeys)
 	case CmdReportFacts:
 		err = decode(c, a.reportFacts)
 	case CmdStepStart:
@@ -150,6 +157,7 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 	case CmdPutSecret:
 		err = decode(c, func(b PutSecret) error {
 			sec := b.Secret
+			sec.Index = a.idx
 			a.t.Secrets[sec.Name] = &sec
 			return nil
 		})
@@ -259,7 +267,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	}
 	t := newTables()
 	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
-	t.Allocations = snap.Tables.Allocations
+	t.Allocations, t.GossipRekey = snap.Tables.Allocations, snap.Tables.GossipRekey
 	for k, v := range snap.Tables.Hosts {
 		t.Hosts[k] = v
 	}
@@ -421,6 +429,9 @@ func (v View) Identity(serial string) (IdentityRecord, bool) {
 	}
 	return *i, true
 }
+
+// GossipRekey is the index at which a gossip key rotation became due (0: never).
+func (v View) GossipRekey() uint64 { return v.t.GossipRekey }
 
 // Secret returns a sealed secret.
 func (v View) Secret(name string) (SecretRecord, bool) {

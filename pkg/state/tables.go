@@ -55,6 +55,11 @@ type IdentityRecord struct {
 	NotAfter time.Time `json:"notAfter"`
 	IssuedAt time.Time `json:"issuedAt"`
 	Replaced string    `json:"replacedBy,omitempty"`
+	// Supersedes is the serial this certificate renewed; once a request proves the
+	// holder has the new one, the old one is revoked (ConfirmIdentity).
+	Supersedes string `json:"supersedes,omitempty"`
+	// Revoked says why the certificate is refused now (empty: it is not).
+	Revoked string `json:"revoked,omitempty"`
 }
 
 // SecretRecord is a secret sealed with the coordinators' data key.
@@ -62,6 +67,8 @@ type SecretRecord struct {
 	Name       string `json:"name"`
 	Owner      string `json:"owner,omitempty"`
 	Ciphertext []byte `json:"ciphertext"`
+	// Index is the log index that wrote it (set by the FSM).
+	Index uint64 `json:"index,omitempty"`
 }
 
 // Coordinator is one member of the coordinator cluster.

@@ -37,6 +37,9 @@ type AgentSteps struct {
 	Steps []AgentStep `json:"steps"`
 	// DriftCheckSeconds is how often the agent re-observes finished steps.
 	DriftCheckSeconds int `json:"driftCheckSeconds"`
+	// GossipKeysVersion changes whenever the gossip keys do (a rotation phase), so
+	// the agent refetches its config at once rather than at its next refresh.
+	GossipKeysVersion uint64 `json:"gossipKeysVersion,omitempty"`
 }
 
 // StepReport is an agent's report about one of its steps: the start of a run
@@ -75,4 +78,8 @@ type AgentConfig struct {
 	Coordinators []string `json:"coordinators"`
 	GossipSeeds  []string `json:"gossipSeeds"`
 	GossipKey    []byte   `json:"gossipKey,omitempty"`
+	// GossipKeys are every key gossip must accept, GossipKey first: during a
+	// rotation a new key is installed before it becomes primary, and the old one
+	// stays until every member uses the new one.
+	GossipKeys [][]byte `json:"gossipKeys,omitempty"`
 }

@@ -267,4 +267,3 @@ func (e *labEnv) noOverlappingRuns(h *lab.Host) error {
 	}
 	return nil
 }
-

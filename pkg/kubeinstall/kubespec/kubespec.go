@@ -19,7 +19,7 @@ const (
 	KindHealth           = "kube.health"
 )
 
-// Outputs of kube.init, sealed by the coordinator as output/<host>/kube.init/<key>.
+// Outputs of kube.init, sealed by the coordinator as secretref.OutputName(<host>/kube.init, <key>).
 const (
 	// OutputAdminConf is the admin kubeconfig (cluster-admin through the VIP).
 	OutputAdminConf = "admin.conf"
@@ -27,16 +27,6 @@ const (
 	// nodes pin during discovery.
 	OutputCACertHash = "ca-cert-hash"
 )
-
-// secretRef mirrors server.SecretRef: the coordinator replaces a string input with this
-// prefix by the named secret's plaintext when it hands the step to its own host.
-const secretRef = "plinth-secret:"
-
-// Ref renders a reference to the secret name.
-func Ref(name string) string { return secretRef + name }
-
-// OutputRef references output key of the step stepID (see server.OutputSecret).
-func OutputRef(stepID, key string) string { return Ref("output/" + stepID + "/" + key) }
 
 // Taint is a node taint.
 type Taint struct {
