@@ -24,6 +24,18 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m.Default()
+	// Validated here first only for the messages: this copy still knows which
+	// document each object came from. The FSM's apply validates again, and decides.
+	var verr error
+	s.cfg.Store.Read(func(v state.View) {
+		site, all := v.Merged(m)
+		if errs := api.ValidateSet(req.File, site, all); len(errs) > 0 {
+			verr = errs
+		}
+	})
+	if verr != nil {
+		return verr
+	}
 	cmd, err := state.Encode(state.CmdApplyManifest, time.Now(), state.ApplyManifest{File: req.File, Manifest: *m})
 	if err != nil {
 		return err
