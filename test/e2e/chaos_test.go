@@ -16,6 +16,7 @@ import (
 
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
@@ -143,6 +144,11 @@ func TestChaos(t *testing.T) {
 		time.Sleep(time.Duration(500+r.IntN(3000)) * time.Millisecond)
 		heal()
 		began := time.Now()
+		for _, c := range e.l.Coordinators() {
+			if err := e.l.WaitReady(e.ctx, c, 2*time.Minute); err != nil {
+				t.Fatalf("round %d (seed %d): %v", round, seed, err)
+			}
+		}
 		e.waitReady(3 * time.Minute)
 		took := time.Since(began)
 		worst = max(worst, took)
@@ -179,6 +185,15 @@ func (e *labEnv) checkInvariants(round int, seed uint64, manifest string, mtu, o
 		}
 		if want := fmt.Sprintf("10.%d.0.%d/24", e.n+1, o); gotMTU != mtu || strings.Join(addrs, ",") != want {
 			fail("%s data0: mtu %d addrs %v, want %d %s", h.Name, gotMTU, addrs, mtu, want)
+		}
+	}
+	// Every step reported done was verified: its driver, asked again by the drift
+	// check (every 2 s here, repair policy), finds nothing to change, so after a few
+	// checks every step is still Succeeded with its current inputs applied.
+	time.Sleep(5 * time.Second)
+	for id, st := range e.stepsByID() {
+		if st.State != plan.Succeeded || st.AppliedHash != st.InputsHash || len(st.Drift) > 0 {
+			fail("step %s: %s, applied %s, inputs %s, drift %v", id, st.State, st.AppliedHash, st.InputsHash, st.Drift)
 		}
 	}
 	// Every coordinator holds the same state once they have applied the same log.
@@ -229,6 +244,19 @@ func (e *labEnv) coordinatorsAgree() error {
 		}
 	}
 	return nil
+}
+
+func (e *labEnv) stepsByID() map[string]plan.Record {
+	e.t.Helper()
+	var steps []plan.Record
+	if _, err := e.cl.Do(e.ctx, "GET", "/v1/steps?consistent", nil, &steps); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]plan.Record{}
+	for _, s := range steps {
+		out[s.ID] = s
+	}
+	return out
 }
 
 var journalLine = regexp.MustCompile(`plinth-agent\[(\d+)\]: (\{.*\})$`)
