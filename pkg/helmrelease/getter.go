@@ -10,7 +10,8 @@ import (
 
 // getter gives the Helm SDK its Kubernetes clients for one namespace from an
 // in-memory kubeconfig, sharing one cached discovery client and REST mapper
-// across every operation of a Driver (discovery is most of a cold call's cost).
+// across every operation of a Driver (discovery is most of a cold call's cost;
+// Helm itself invalidates both after installing a chart's CRDs).
 type getter struct {
 	raw       clientcmdapi.Config
 	config    *rest.Config
@@ -33,12 +34,4 @@ func (g *getter) ToRESTMapper() (meta.RESTMapper, error) { return g.mapper, nil 
 
 func (g *getter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewDefaultClientConfig(g.raw, &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
-}
-
-// reset forgets cached discovery, so kinds a chart's CRDs just added are found.
-func (g *getter) reset() {
-	g.disc.Invalidate()
-	if r, ok := g.mapper.(meta.ResettableRESTMapper); ok {
-		r.Reset()
-	}
 }

@@ -214,7 +214,8 @@ spec:
 }
 
 // killMidApply runs an apply of the stuck chart in a child process and kills it
-// with SIGKILL once Helm has recorded the release as `want`.
+// with SIGKILL once Helm has recorded the release as `want` and waits for the
+// Deployment it made.
 func (e *env) killMidApply(release, want string) {
 	t := e.t
 	dir := t.TempDir()
@@ -240,9 +241,12 @@ func (e *env) killMidApply(release, want string) {
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
+		// Pending, and the Deployment made: the child is in Helm's wait.
 		s, err := e.d.Status(context.Background(), release, "stuck")
 		if err == nil && s.State == want {
-			break
+			if _, derr := e.cs.AppsV1().Deployments("stuck").Get(context.Background(), release, metav1.GetOptions{}); derr == nil {
+				break
+			}
 		}
 		select {
 		case err := <-done:
