@@ -95,6 +95,9 @@ bench-kube: ## lab Kubernetes: apply -> every node Ready per phase, memory per h
 bench-ceph: ## Ceph: default OpenStack pools and users, driver vs the ceph/rbd CLI
 	$(GO) test -tags "$(TAGS)" -run '^$$' -bench OpenStackPools -benchtime 3x ./pkg/ceph/librados/
 
+bench-helm: ## pkg/helmrelease installing 20 small charts vs the helm CLI (built from the module proxy), ratio
+	./scripts/bench-helm.sh
+
 bench-network: ## host.network driver vs an equivalent ip -batch script
 	$(GO) test -tags "$(TAGS)" -run '^$$' -bench Network50 -benchtime 20x ./pkg/host/
 
