@@ -24,6 +24,11 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m.Default()
+	// The plan must be computed on current state: a coordinator just restarted, or a
+	// lagging follower, would otherwise show changes already applied.
+	if err := s.barrier(r); err != nil {
+		return err
+	}
 	// Validated here first only for the messages: this copy still knows which
 	// document each object came from. The FSM's apply validates again, and decides.
 	var verr error

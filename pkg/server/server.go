@@ -489,6 +489,13 @@ func (s *Server) readBarrier(r *http.Request) error {
 	if !r.URL.Query().Has("consistent") {
 		return nil
 	}
+	return s.barrier(r)
+}
+
+// barrier returns once this coordinator's state holds everything committed before
+// the call: the leader runs a Raft barrier, a follower commits a Noop through the
+// leader and waits until it has applied it.
+func (s *Server) barrier(r *http.Request) error {
 	if s.cfg.Raft.IsLeader() {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
