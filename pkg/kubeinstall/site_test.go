@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/apiservertest"
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -207,21 +207,5 @@ func alnum(n int) string {
 	return string(b)
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
+// freePorts is internal/apiservertest's, the one port picker of the API-server tests.
+func freePorts(t *testing.T, n int) []int { return apiservertest.FreePorts(t, n) }
