@@ -51,7 +51,7 @@ func Decode(file string, data []byte) (*Manifest, error) {
 		d.add(0, "", fmt.Sprintf("declares %d hosts; one manifest may declare at most %d: split it and apply the parts one after another",
 			len(d.m.Hosts), MaxHostsPerManifest))
 	}
-	if len(d.errs) == 0 && d.m.Site == nil && len(d.m.Hosts) == 0 {
+	if len(d.errs) == 0 && d.m.Site == nil && len(d.m.Hosts) == 0 && len(d.m.Applications) == 0 {
 		d.add(0, "", "holds no document: a manifest has a Site and/or Host documents "+
 			"(apiVersion: "+APIVersion+", kind: "+kindList("or")+"); an empty file changes nothing, so it is refused")
 	}
@@ -90,6 +90,7 @@ type decoder struct {
 	file  string
 	m     *Manifest
 	hosts int // Host documents seen, to name unnamed hosts in paths
+	apps  int // Application documents seen, likewise
 	errs  ErrorList
 }
 

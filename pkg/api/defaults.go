@@ -22,7 +22,6 @@ const (
 	DefaultNetworkMTU        = 1500
 	DefaultPodSubnet         = "10.244.0.0/16"
 	DefaultServiceSubnet     = "10.96.0.0/12"
-	DefaultChartNamespace    = "openstack"
 )
 
 // Default fills in unset fields. It only ever replaces zero values, so it is idempotent
@@ -49,11 +48,6 @@ func (s *SiteSpec) Default() {
 	if k := s.Kubernetes; k != nil {
 		setString(&k.PodSubnet, DefaultPodSubnet)
 		setString(&k.ServiceSubnet, DefaultServiceSubnet)
-	}
-	for i := range s.Charts {
-		for j := range s.Charts[i].Charts {
-			setString(&s.Charts[i].Charts[j].Namespace, DefaultChartNamespace)
-		}
 	}
 }
 

@@ -8,7 +8,6 @@ func TestDefault(t *testing.T) {
 			Policy:     Policy{MaxAttempts: 9},
 			Networks:   []Network{{Name: "a"}, {Name: "b", MTU: 9000}},
 			Kubernetes: &KubernetesSpec{ServiceSubnet: "10.112.0.0/12"},
-			Charts:     []ChartGroup{{Name: "g", Charts: []Chart{{Name: "c"}, {Name: "d", Namespace: "infra"}}}},
 		}},
 		Hosts: []Host{{Spec: HostSpec{Interfaces: []Interface{{Name: "eno1"}, {Name: "eno2", State: "down"}}}}},
 	}
@@ -23,9 +22,6 @@ func TestDefault(t *testing.T) {
 	}
 	if k := s.Kubernetes; k.PodSubnet != "10.244.0.0/16" || k.ServiceSubnet != "10.112.0.0/12" {
 		t.Errorf("kubernetes = %+v", k)
-	}
-	if c := s.Charts[0].Charts; c[0].Namespace != "openstack" || c[1].Namespace != "infra" {
-		t.Errorf("chart namespaces = %q, %q", c[0].Namespace, c[1].Namespace)
 	}
 	if i := m.Hosts[0].Spec.Interfaces; i[0].State != "up" || i[1].State != "down" {
 		t.Errorf("interface states = %q, %q", i[0].State, i[1].State)

@@ -55,14 +55,6 @@ spec:
   ceph:
     pools: [{name: volumes, size: 3}, {name: images}]
   ovs: {dpdk: true}
-  charts:
-  - name: infra
-    charts:
-    - {name: mariadb, chart: openstack-helm-infra/mariadb}
-    - {name: rabbitmq, chart: openstack-helm-infra/rabbitmq}
-  - name: openstack
-    charts:
-    - {name: keystone, chart: openstack-helm/keystone, namespace: openstack}
 ` + strings.Join([]string{"",
 	hostYAML("ctl-0", "controller", 11),
 	hostYAML("ctl-1", "controller", 12),

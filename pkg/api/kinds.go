@@ -71,6 +71,22 @@ var documentKinds = []DocumentKind{
 			m.Hosts = append(m.Hosts, *t)
 		},
 	},
+	{
+		Kind: KindApplication, Name: "application", Resource: "applications", Describe: true, Delete: true,
+		Type:  reflect.TypeFor[Application](),
+		Short: "Helm charts installed in ordered groups on the site's cluster (app upload, app apply)",
+		start: func(d *decoder, _ int, obj map[string]any) (string, any, bool) {
+			name, _ := lookup(obj, "metadata", "name").(string)
+			root := index("applications", key(name, d.apps))
+			d.apps++
+			return root, &Application{}, true
+		},
+		keep: func(m *Manifest, doc int, target any) {
+			t := target.(*Application)
+			t.docIndex = doc
+			m.Applications = append(m.Applications, *t)
+		},
+	},
 }
 
 // DocumentKinds returns the table, in the order documents are listed and explained.

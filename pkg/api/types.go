@@ -60,7 +60,6 @@ type SiteSpec struct {
 	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
 	Ceph       *CephSpec       `json:"ceph,omitempty"`
 	OVS        *OVSSpec        `json:"ovs,omitempty"`
-	Charts     []ChartGroup    `json:"charts,omitempty"`
 }
 
 // Network roles, StarlingX style.
@@ -118,23 +117,6 @@ type Policy struct {
 	// RetryBaseSeconds is the first backoff; it doubles per attempt up to RetryMaxSeconds.
 	RetryBaseSeconds int `json:"retryBaseSeconds,omitempty"`
 	RetryMaxSeconds  int `json:"retryMaxSeconds,omitempty"`
-}
-
-// ChartGroup is an ordered group of charts installed together after the platform is ready.
-type ChartGroup struct {
-	// Name identifies the group, unique in the site.
-	Name   string  `json:"name"`
-	Charts []Chart `json:"charts,omitempty"`
-}
-
-// Chart is one Helm chart of a group.
-type Chart struct {
-	// Name identifies the chart, unique in its group.
-	Name string `json:"name"`
-	// Chart is the chart to install, e.g. openstack-helm/keystone.
-	Chart string `json:"chart"`
-	// Namespace the release is installed in.
-	Namespace string `json:"namespace,omitempty"`
 }
 
 // Host roles.
@@ -342,6 +324,7 @@ type Status struct {
 
 // Manifest is a decoded set of documents: at most one Site and any number of Hosts.
 type Manifest struct {
-	Site  *Site  `json:"site,omitempty"`
-	Hosts []Host `json:"hosts,omitempty"`
+	Site         *Site         `json:"site,omitempty"`
+	Hosts        []Host        `json:"hosts,omitempty"`
+	Applications []Application `json:"applications,omitempty"`
 }

@@ -126,7 +126,6 @@ func (v *validator) site(s *Site, hosts []Host) {
 	if spec.OVS != nil {
 		v.ovs(spec.OVS)
 	}
-	v.charts(spec.Charts)
 }
 
 func (v *validator) controllers(spec *SiteSpec, hosts []Host) {
@@ -280,33 +279,6 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
-}
-
-func (v *validator) charts(groups []ChartGroup) {
-	seenGroup := map[string]bool{}
-	for i, g := range groups {
-		gp := index("site.spec.charts", key(g.Name, i))
-		v.name(gp+".name", g.Name, "chart group")
-		if g.Name != "" && seenGroup[g.Name] {
-			v.add(gp+".name", "duplicate chart group name %q; group names must be unique", g.Name)
-		}
-		seenGroup[g.Name] = true
-		seen := map[string]bool{}
-		for j, c := range g.Charts {
-			p := index(gp+".charts", key(c.Name, j))
-			v.name(p+".name", c.Name, "chart")
-			if c.Name != "" && seen[c.Name] {
-				v.add(p+".name", "duplicate chart name %q in group %q; chart names must be unique within a group", c.Name, g.Name)
-			}
-			seen[c.Name] = true
-			if c.Chart == "" {
-				v.add(p+".chart", "required: the chart to install, e.g. openstack-helm/keystone")
-			}
-			if c.Namespace != "" && !isDNSLabel(c.Namespace) {
-				v.add(p+".namespace", "%q is not a valid namespace: %s", clip(c.Namespace), labelRule)
-			}
-		}
-	}
 }
 
 // listOr renders names for "valid values are ..." messages.

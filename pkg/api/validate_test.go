@@ -117,17 +117,6 @@ func TestValidateRules(t *testing.T) {
 		{"pool name missing", func(m manifest) { m.Site.Spec.Ceph.Pools[1].Name = "" }, 1, "site.spec.ceph.pools[1].name", "required", 0},
 		{"pool size", func(m manifest) { m.Site.Spec.Ceph.Pools[0].Size = 11 }, 1, "site.spec.ceph.pools[volumes].size", "11 is out of range; valid sizes are 1..10", 0},
 
-		// Charts.
-		{"chart group duplicate", func(m manifest) { m.Site.Spec.Charts[1].Name = "infra" }, 1, "site.spec.charts[infra].name", `duplicate chart group name "infra"`, 0},
-		{"chart group name invalid", func(m manifest) { m.Site.Spec.Charts[1].Name = "Open Stack" }, 1, `site.spec.charts["Open Stack"].name`, "not a valid name", 0},
-		{"chart duplicate in group", func(m manifest) { m.Site.Spec.Charts[0].Charts[1].Name = "mariadb" }, 1,
-			"site.spec.charts[infra].charts[mariadb].name", `duplicate chart name "mariadb" in group "infra"`, 0},
-		{"chart name missing", func(m manifest) { m.Site.Spec.Charts[0].Charts[1].Name = "" }, 1, "site.spec.charts[infra].charts[1].name", "required", 0},
-		{"chart reference missing", func(m manifest) { m.Site.Spec.Charts[1].Charts[0].Chart = "" }, 1,
-			"site.spec.charts[openstack].charts[keystone].chart", "required: the chart to install", 0},
-		{"chart namespace invalid", func(m manifest) { m.Site.Spec.Charts[1].Charts[0].Namespace = "Open_Stack" }, 1,
-			"site.spec.charts[openstack].charts[keystone].namespace", `"Open_Stack" is not a valid namespace`, 0},
-
 		// Host metadata, roles, management address.
 		{"host name invalid", func(m manifest) { host(m, "compute-0").Metadata.Name = "Compute_0" }, 5, `hosts["Compute_0"].metadata.name`, "not a valid name", 0},
 		{"host name missing", func(m manifest) { host(m, "compute-0").Metadata.Name = "" }, 5, "hosts[3].metadata.name", "required", 0},
