@@ -59,6 +59,32 @@ var documents = map[string]documentTable{
 		},
 		remove: func(name string) (string, any) { return CmdDeleteHost, DeleteHost{Name: name} },
 	},
+	api.KindApplication: {
+		list: func(v View) (any, uint64) {
+			apps := v.Apps()
+			var idx uint64
+			for _, r := range apps {
+				idx = max(idx, r.ModifyIndex)
+			}
+			return apps, idx
+		},
+		describe: func(v View, name string) (any, uint64, bool) {
+			r, ok := v.App(name)
+			if !ok {
+				return nil, 0, false
+			}
+			d := AppDetail{App: r}
+			for _, e := range v.Events(0) {
+				if e.Object == appObject(name) || strings.HasPrefix(e.Object, appObject(name)+"/") {
+					d.Events = append(d.Events, e)
+				}
+			}
+			return d, r.ModifyIndex, true
+		},
+		remove: func(name string) (string, any) {
+			return CmdAppRequest, AppRequest{Name: name, Action: AppActionDelete}
+		},
+	},
 }
 
 // HostDetail is a host with its steps and recent events, for `describe host`.

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -36,14 +37,21 @@ func (s *Store) DryRun(data []byte) ([]string, error) {
 
 // cloneTables deep-copies the state through its snapshot encoding.
 func cloneTables(t *tables) (*tables, error) {
+	shallow := *t
+	shallow.Archives = nil // immutable by digest: shared, not copied
 	data, err := json.Marshal(struct {
 		Version int     `json:"v"`
 		Tables  *tables `json:"tables"`
-	}{snapshotVersion, t})
+	}{snapshotVersion, &shallow})
 	if err != nil {
 		return nil, fmt.Errorf("state: copy: %w", err)
 	}
-	return decodeSnapshot(data)
+	c, err := decodeSnapshot(data)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(c.Archives, t.Archives)
+	return c, nil
 }
 
 // Changes describes what differs from before to after in the declared site: the

@@ -46,6 +46,10 @@ type tables struct {
 	// GossipRekey is the index at which deleting an enrolled host made a gossip key
 	// rotation due: a primary key written before it is known to a revoked host.
 	GossipRekey uint64 `json:"gossipRekey,omitempty"`
+	// Apps are the uploaded Applications; Archives their chart archives by digest
+	// (immutable once stored, so copies of the tables share them).
+	Apps     map[string]*AppRecord     `json:"apps,omitempty"`
+	Archives map[string]*ArchiveRecord `json:"archives,omitempty"`
 }
 
 func newTables() *tables {
@@ -56,6 +60,8 @@ func newTables() *tables {
 		Steps:        map[string]plan.Record{},
 		Secrets:      map[string]*SecretRecord{},
 		Coordinators: map[string]*Coordinator{},
+		Apps:         map[string]*AppRecord{},
+		Archives:     map[string]*ArchiveRecord{},
 	}
 }
 
@@ -190,6 +196,14 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 			a.event(EventWarning, "site", "StateRestored", "state replaced from an operator snapshot")
 			return nil
 		})
+	case CmdAppUpload:
+		err = decode(c, a.appUpload)
+	case CmdAppRequest:
+		err = decode(c, a.appRequest)
+	case CmdAppProgress:
+		err = decode(c, a.appProgress)
+	case CmdAppOverride:
+		err = decode(c, a.appOverride)
 	case CmdNoop:
 		return nil
 	default:
@@ -285,6 +299,12 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	}
 	for k, v := range snap.Tables.Coordinators {
 		t.Coordinators[k] = v
+	}
+	for k, v := range snap.Tables.Apps {
+		t.Apps[k] = v
+	}
+	for k, v := range snap.Tables.Archives {
+		t.Archives[k] = v
 	}
 	return t, nil
 }
