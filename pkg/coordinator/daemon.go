@@ -283,6 +283,12 @@ func (d *daemon) startLead(ctx context.Context) func() {
 // membership into Reachable conditions, until ctx ends.
 func (d *daemon) lead(ctx context.Context) {
 	d.log.Info("became leader: taking on leader duties")
+	apps := make(chan struct{})
+	go func() {
+		defer close(apps)
+		d.runApps(ctx)
+	}()
+	defer func() { <-apps }()
 	grace := time.Now().Add(15 * time.Second)
 	rot := &rotation{}
 	tick := time.NewTicker(time.Second)

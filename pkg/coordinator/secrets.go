@@ -54,6 +54,12 @@ func (d *daemon) ensureGeneratedSecrets(ctx context.Context) error {
 				}
 			}
 		}
+		for _, name := range appPasswords(v) {
+			kind, _, ok := secretref.ParseGenerated(name)
+			if _, have := v.Secret(name); ok && !have {
+				want[name] = kind
+			}
+		}
 	})
 	names := make([]string, 0, len(want))
 	for n := range want {

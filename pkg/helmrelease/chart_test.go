@@ -1,43 +1,16 @@
 package helmrelease
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"errors"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/plinth-dev/plinth/internal/charttest"
 )
 
-// chartArchive packs files (path under the chart's directory → content) as
-// `helm package` does: a gzipped tar with every path under NAME/.
+// chartArchive packs files as `helm package` does (internal/charttest).
 func chartArchive(t testing.TB, name string, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		body := files[p]
-		if err := tw.WriteHeader(&tar.Header{Name: name + "/" + p, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return charttest.Archive(t, name, files)
 }
 
 // demoChart is a chart of objects that are ready without nodes or controllers: a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -32,6 +33,10 @@ var (
 	ErrProtected = errors.New("failed release is protected")
 	// ErrRequest: a field of the request is missing or invalid.
 	ErrRequest = errors.New("invalid request")
+	// ErrTests: the chart's Helm tests failed after an install or upgrade.
+	ErrTests = errors.New("helm tests failed")
+	// ErrMinReady: the release's resources did not stay ready for MinReady.
+	ErrMinReady = errors.New("release did not stay ready")
 )
 
 // Labels on Helm's release records; label values are at most 63 characters, so
@@ -105,6 +110,12 @@ type Request struct {
 	// (ErrProtected) where remediation would.
 	Protected  bool
 	MaxHistory int // 0 is DefaultMaxHistory
+	// Tests runs the chart's Helm tests after an install or upgrade; a failing
+	// test fails Apply (ErrTests), the release stays deployed.
+	Tests bool
+	// MinReady: after the wait succeeds, the release's resources must still be
+	// ready this much later (a crash-looping pod that was briefly ready fails).
+	MinReady time.Duration
 }
 
 // Status is a release's latest revision.
@@ -285,7 +296,51 @@ func (d *Driver) Apply(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return res, wrap("apply", err)
 	}
+	if err := d.settle(ctx, cfg, req, rel); err != nil {
+		return res, wrap("check", err)
+	}
 	return res, nil
+}
+
+// settle holds a new revision to MinReady and runs its tests, if the request asks.
+func (d *Driver) settle(ctx context.Context, cfg *action.Configuration, req Request, rel *release.Release) error {
+	if req.MinReady > 0 && rel != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(req.MinReady):
+		}
+		resources, err := cfg.KubeClient.Build(strings.NewReader(rel.Manifest), false)
+		if err != nil {
+			return fmt.Errorf("read the release's resources: %w", err)
+		}
+		kc, ok := cfg.KubeClient.(kube.InterfaceWaitOptions)
+		if !ok {
+			return fmt.Errorf("helm's kube client cannot wait with options")
+		}
+		w, err := kc.GetWaiterWithOptions(kube.StatusWatcherStrategy, kube.WithWaitContext(ctx))
+		if err != nil {
+			return err
+		}
+		if err := w.Wait(resources, 30*time.Second); err != nil {
+			return fmt.Errorf("%w: not ready %s after it first was: %v", ErrMinReady, req.MinReady, err)
+		}
+	}
+	if req.Tests && rel != nil {
+		t := action.NewReleaseTesting(cfg)
+		t.Namespace, t.Timeout = req.Namespace, req.Wait.timeout()
+		t.WaitOptions = []kube.WaitOption{kube.WithWaitContext(ctx)}
+		_, shutdown, err := t.Run(req.Release)
+		if shutdown != nil {
+			if serr := shutdown(); serr != nil {
+				d.log.Warn("helm test cleanup", "release", req.Namespace+"/"+req.Release, "err", serr)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrTests, err)
+		}
+	}
+	return nil
 }
 
 func (d *Driver) install(ctx context.Context, cfg *action.Configuration, req Request, labels map[string]string, replace bool) (*release.Release, error) {
@@ -459,4 +514,21 @@ func statusOf(r *release.Release) Status {
 		s.Chart = r.Chart.Metadata.Name + "-" + r.Chart.Metadata.Version
 	}
 	return s
+}
+
+// Values returns the values the latest revision was made with (the merged
+// overrides, as Helm stored them); ErrNotFound when there is none.
+func (d *Driver) Values(_ context.Context, name, namespace string) (map[string]any, error) {
+	cfg, err := d.config(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("helmrelease: values of release %s/%s: %w", namespace, name, err)
+	}
+	last, err := lastRelease(cfg, name)
+	if err != nil {
+		return nil, fmt.Errorf("helmrelease: values of release %s/%s: %w", namespace, name, err)
+	}
+	if last == nil {
+		return nil, fmt.Errorf("helmrelease: values of release %s/%s: %w", namespace, name, ErrNotFound)
+	}
+	return last.Config, nil
 }
