@@ -75,7 +75,7 @@ func TestExplainRecursiveAndJSON(t *testing.T) {
 
 func TestExplainUnknownPath(t *testing.T) {
 	_, err := run(t, "explain", "site.spec.kubernets")
-	want := "site.spec.kubernets: no such field; site.spec has: ceph, charts, controllers, kubernetes, networks, ovs, policy, witness"
+	want := "site.spec.kubernets: no such field; site.spec has: ceph, controllers, kubernetes, networks, ovs, policy, witness"
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
@@ -115,7 +115,7 @@ func TestExplainEveryPath(t *testing.T) {
 
 func TestExplainCompletion(t *testing.T) {
 	got, _ := completePath(nil, nil, "")
-	if strings.Join(got, " ") != "site. host." {
+	if strings.Join(got, " ") != "site. host. application." {
 		t.Errorf("kinds: %q", got)
 	}
 	got, _ = completePath(nil, nil, "site.spec.ku")

@@ -60,6 +60,15 @@ type Gate struct {
 	Chart string `json:"chart,omitempty"`
 }
 
+// The gate fields' names, as written in a manifest (GateNames lists them).
+const (
+	GateNodesLabelled = "nodesLabelled"
+	GateCephPools     = "cephPools"
+	GateCephUsers     = "cephUsers"
+	GateDPDK          = "dpdk"
+	GateChart         = "chart"
+)
+
 // NodesGate is a NodesLabelled gate.
 type NodesGate struct {
 	// Label is "key=value" (or "key" for any value), e.g. openstack-compute-node=enabled.

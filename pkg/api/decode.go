@@ -52,7 +52,7 @@ func Decode(file string, data []byte) (*Manifest, error) {
 			len(d.m.Hosts), MaxHostsPerManifest))
 	}
 	if len(d.errs) == 0 && d.m.Site == nil && len(d.m.Hosts) == 0 && len(d.m.Applications) == 0 {
-		d.add(0, "", "holds no document: a manifest has a Site and/or Host documents "+
+		d.add(0, "", "holds no document: a manifest has a Site, Host or Application documents "+
 			"(apiVersion: "+APIVersion+", kind: "+kindList("or")+"); an empty file changes nothing, so it is refused")
 	}
 	if len(d.errs) > 0 {

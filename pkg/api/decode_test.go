@@ -46,7 +46,7 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"wrong apiVersion", "apiVersion: v1\nkind: Site\n", 1, "apiVersion", `"v1" is not supported; valid: "plinth.dev/v1alpha1"`},
 		{"missing apiVersion", "kind: Site\n", 1, "apiVersion", "missing is not supported"},
-		{"wrong kind", "apiVersion: plinth.dev/v1alpha1\nkind: Cluster\n", 1, "kind", `"Cluster" is not a valid kind; valid kinds are Site and Host`},
+		{"wrong kind", "apiVersion: plinth.dev/v1alpha1\nkind: Cluster\n", 1, "kind", `"Cluster" is not a valid kind; valid kinds are Site, Host and Application`},
 		{"kind not a string", "apiVersion: plinth.dev/v1alpha1\nkind: [Site]\n", 1, "kind", "a list is not a valid kind"},
 		{"not a mapping", "- a\n- b\n", 1, "", "expected a mapping with apiVersion and kind, got a list"},
 		{"scalar document", "hello\n", 1, "", `got string "hello"`},

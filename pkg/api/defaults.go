@@ -22,6 +22,11 @@ const (
 	DefaultNetworkMTU        = 1500
 	DefaultPodSubnet         = "10.244.0.0/16"
 	DefaultServiceSubnet     = "10.96.0.0/12"
+	// An application chart's wait and remediation (DefaultChartTimeout and
+	// DefaultChartNamespace are beside the Application types).
+	DefaultChartWait    = WaitAll
+	DefaultRemediation  = RemediateRollback
+	DefaultNodesGateMin = 1
 )
 
 // Default fills in unset fields. It only ever replaces zero values, so it is idempotent
@@ -37,6 +42,49 @@ func (m *Manifest) Default() {
 	for i := range m.Hosts {
 		m.Hosts[i].Spec.Default()
 	}
+	for i := range m.Applications {
+		m.Applications[i].Spec.Default()
+	}
+}
+
+// Default fills in every chart's release, namespace, wait and remediation, and the
+// node count of every nodesLabelled gate.
+func (a *ApplicationSpec) Default() {
+	for i := range a.Groups {
+		g := &a.Groups[i]
+		for j := range g.Gates {
+			if n := g.Gates[j].NodesLabelled; n != nil {
+				*n = n.Effective()
+			}
+		}
+		for j := range g.Charts {
+			g.Charts[j] = g.Charts[j].Effective()
+		}
+	}
+}
+
+// Effective returns the chart with its defaults: the release is named after the
+// chart, in namespace openstack, waiting for all its resources up to
+// DefaultChartTimeout, rolled back when it fails. Values are shared, not copied.
+func (c Chart) Effective() Chart {
+	setString(&c.Release, c.Name)
+	setString(&c.Namespace, DefaultChartNamespace)
+	c.Wait = c.Wait.Effective()
+	setString(&c.Remediation, DefaultRemediation)
+	return c
+}
+
+// Effective returns the wait policy with its defaults.
+func (w ChartWait) Effective() ChartWait {
+	setString(&w.For, DefaultChartWait)
+	setInt(&w.TimeoutSeconds, DefaultChartTimeout)
+	return w
+}
+
+// Effective returns the gate with its default node count.
+func (n NodesGate) Effective() NodesGate {
+	setInt(&n.Min, DefaultNodesGateMin)
+	return n
 }
 
 // Default fills in unset site fields.

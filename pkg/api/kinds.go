@@ -42,10 +42,18 @@ var documentKinds = []DocumentKind{
 		Kind: KindSite, Name: "site", Resource: "site", Singleton: true,
 		Type:  reflect.TypeFor[Site](),
 		Short: "the whole cloud: controllers, networks, Kubernetes, Ceph, OVS",
-		start: func(d *decoder, doc int, _ map[string]any) (string, any, bool) {
+		start: func(d *decoder, doc int, obj map[string]any) (string, any, bool) {
 			if d.m.Site != nil {
 				d.add(doc, "kind", fmt.Sprintf("a manifest holds at most one Site; another is in document %d", d.m.Site.docIndex))
 				return "", nil, false
+			}
+			if spec, ok := obj["spec"].(map[string]any); ok {
+				if _, ok := spec["charts"]; ok {
+					// Say where it went rather than report a bare unknown field.
+					d.add(doc, "site.spec.charts", "moved to the Application kind (`plinth-coordinator app upload -f FILE`): "+
+						"write the chart groups as an Application document (docs/applications.md) and delete spec.charts from the Site")
+					delete(spec, "charts")
+				}
 			}
 			return "site", &Site{}, true
 		},

@@ -27,7 +27,7 @@ func TestDocumentKinds(t *testing.T) {
 			t.Errorf("LookupDocumentKind(%q) = %v, %v", k.Kind, got.Name, ok)
 		}
 	}
-	if got := kindList("and"); got != "Site and Host" {
+	if got := kindList("and"); got != "Site, Host and Application" {
 		t.Errorf("kindList = %q", got)
 	}
 }

@@ -109,6 +109,8 @@ func (c *typeChecker) check(path string, v any, t reflect.Type) {
 			c.secretRef(index(path, mapKey(k)), k)
 			c.check(index(path, mapKey(k)), obj[k], t.Elem())
 		}
+	case reflect.Interface:
+		c.free(path, v)
 	case reflect.String:
 		if str, ok := v.(string); !ok {
 			c.mismatch(path, "a string", v)
@@ -131,6 +133,29 @@ func (c *typeChecker) check(path string, v any, t reflect.Type) {
 			} else {
 				c.mismatch(path, "an integer", v)
 			}
+		}
+	}
+}
+
+// free walks a value of an interface-typed field (an application chart's values):
+// any shape is valid there, but a secret reference is refused in it as everywhere.
+func (c *typeChecker) free(path string, v any) {
+	switch v := v.(type) {
+	case string:
+		c.secretRef(path, v)
+	case []any:
+		for i, e := range v {
+			c.free(index(path, strconv.Itoa(i)), e)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			c.secretRef(index(path, mapKey(k)), k)
+			c.free(index(path, mapKey(k)), v[k])
 		}
 	}
 }

@@ -19,7 +19,22 @@ func (m *Manifest) Validate(file string) ErrorList {
 	if m == nil {
 		return nil
 	}
-	return ValidateSet(file, m.Site, m.Hosts)
+	errs := ValidateSet(file, m.Site, m.Hosts)
+	v := &validator{file: file}
+	first := map[string]int{}
+	for i := range m.Applications {
+		a := &m.Applications[i]
+		v.application(a, i)
+		if n := a.Metadata.Name; n != "" {
+			if doc, dup := first[n]; dup {
+				v.add(index("applications", n)+".metadata.name",
+					"application %q is declared twice in this file (documents %d and %d); declare each application once", n, doc, a.docIndex)
+			} else {
+				first[n] = a.docIndex
+			}
+		}
+	}
+	return append(errs, v.errs...)
 }
 
 // ValidateSet validates a site (may be nil) together with a set of hosts. Controller and

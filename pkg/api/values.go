@@ -47,4 +47,12 @@ var (
 	OVSBondModes = []string{OVSBondActiveBackup, OVSBondBalanceSLB, OVSBondBalanceTCP}
 	OVSLACPModes = []string{OVSLACPActive, OVSLACPPassive, OVSLACPOff}
 	OVSLACPTimes = []string{"fast", "slow"}
+
+	// WaitFors are the values of an application chart's wait.for.
+	WaitFors = []string{WaitAll, WaitHooks}
+	// Remediations are what a failed or interrupted release gets before the next attempt.
+	Remediations = []string{RemediateRollback, RemediateReinstall}
+	// GateNames are the fields of a group gate, one of which each gate sets (the
+	// decoder refuses any other name, listing these).
+	GateNames = []string{GateNodesLabelled, GateCephPools, GateCephUsers, GateDPDK, GateChart}
 )

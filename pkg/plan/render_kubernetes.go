@@ -303,16 +303,16 @@ func (r *kubeRenderer) dpdk(h api.Host) bool {
 func (r *kubeRenderer) labels(h api.Host, controlPlane bool) map[string]string {
 	l := map[string]string{}
 	if controlPlane {
-		l["openstack-control-plane"] = "enabled"
+		l[kubespec.LabelControlPlane] = kubespec.LabelEnabled
 	}
 	if slices.Contains(h.Spec.Roles, api.RoleWorker) {
-		l["openstack-compute-node"] = "enabled"
+		l[kubespec.LabelCompute] = kubespec.LabelEnabled
 	}
 	if runs, _ := vswitch(r.in.site, h, r.in.nets); runs {
-		l["openvswitch"] = "enabled"
+		l[kubespec.LabelOpenvswitch] = kubespec.LabelEnabled
 	}
 	if r.k.Node(h.Metadata.Name).SRIOV {
-		l["sriov"] = "enabled"
+		l[kubespec.LabelSRIOV] = kubespec.LabelEnabled
 	}
 	for k, v := range h.Spec.Labels {
 		l[k] = v

@@ -53,6 +53,25 @@ func vswitch(site *api.Site, h api.Host, nets map[string]api.Network) (runs bool
 	return true, dpdk
 }
 
+// DPDKHosts returns the hosts that run the OVS-DPDK datapath by the vswitch rule, in
+// the order given: what an application's dpdk gate waits for (pkg/appplan).
+func DPDKHosts(site *api.Site, hosts []api.Host) []string {
+	if site == nil {
+		return nil
+	}
+	nets := make(map[string]api.Network, len(site.Spec.Networks))
+	for _, n := range site.Spec.Networks {
+		nets[n.Name] = n
+	}
+	var out []string
+	for _, h := range hosts {
+		if _, d := vswitch(site, h, nets); d.Enabled {
+			out = append(out, h.Metadata.Name)
+		}
+	}
+	return out
+}
+
 // isDataHost reports whether h carries a data network or has OVS settings of its own.
 func isDataHost(h api.Host, nets map[string]api.Network) bool {
 	if h.Spec.OVS != nil {

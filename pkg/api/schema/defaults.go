@@ -75,6 +75,13 @@ func probeDefaults() (map[string]any, error) {
 		r.diff("host.spec.interfaces", reflect.ValueOf(before), reflect.ValueOf(after))
 	}
 
+	// The application: defaulting fills every chart and nodesLabelled gate.
+	var abefore, aafter api.ApplicationSpec
+	fill(reflect.ValueOf(&abefore).Elem())
+	fill(reflect.ValueOf(&aafter).Elem())
+	aafter.Default()
+	r.diff("application.spec", reflect.ValueOf(abefore), reflect.ValueOf(aafter))
+
 	for p := range r.conflict {
 		delete(r.set, p)
 	}

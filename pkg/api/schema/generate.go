@@ -52,6 +52,8 @@ var enums = []enum{
 	enumOf[api.OVSBond]("mode", api.OVSBondModes),
 	enumOf[api.OVSBond]("lacp", api.OVSLACPModes),
 	enumOf[api.OVSBond]("lacpTime", api.OVSLACPTimes),
+	enumOf[api.ChartWait]("for", api.WaitFors),
+	enumOf[api.Chart]("remediation", api.Remediations),
 }
 
 // Generate builds the schema files from pkg/api's types and the doc comments of its
@@ -92,7 +94,7 @@ func Generate(apiDir string) (map[string][]byte, error) {
 	m := &Schema{
 		Schema:      Draft,
 		Title:       "Plinth manifest document",
-		Description: "One document of a site manifest: a Site or a Host, by its kind.",
+		Description: "One document of a site manifest: a Site, a Host or an Application, by its kind.",
 		Type:        "object",
 		Required:    []string{"kind"},
 		Properties:  map[string]*Schema{"kind": {Type: "string", Enum: []string{}}},
@@ -207,7 +209,14 @@ func (g *generator) value(path string, t reflect.Type) *Schema {
 	case reflect.Slice:
 		return &Schema{Type: "array", Items: g.value(path, t.Elem())}
 	case reflect.Map:
+		if t.Elem().Kind() == reflect.Interface {
+			// Free-form (a chart's values): any object; pkg/api only refuses
+			// secret references in it, which a schema cannot state.
+			return &Schema{Type: "object"}
+		}
 		return &Schema{Type: "object", AdditionalProperties: &Additional{Schema: g.value(path, t.Elem())}}
+	case reflect.Interface:
+		return &Schema{} // any value
 	case reflect.String:
 		return &Schema{Type: "string"}
 	case reflect.Bool:

@@ -45,7 +45,7 @@ func compile(t *testing.T) map[string]*jsonschema.Schema {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	const base = "file:///schema/"
-	for _, f := range []string{"site.json", "host.json", "manifest.json"} {
+	for _, f := range []string{"site.json", "host.json", "application.json", "manifest.json"} {
 		b, err := embedded.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -100,6 +100,20 @@ func examples(t *testing.T) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["examples/lab/site.yaml"] = lab
+	out["application example"] = []byte(exampleApplication)
+	apps, err := filepath.Glob("../../../examples/apps/*/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range apps {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "apiVersion: plinth.dev/") {
+			out[strings.TrimPrefix(p, "../../../")] = b
+		}
+	}
 	md, err := os.ReadFile("../../../docs/manifest.md")
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +125,24 @@ func examples(t *testing.T) map[string][]byte {
 	}
 	return out
 }
+
+// exampleApplication is the Application of issue 12's brief: every kind of gate
+// but dpdk, a sequenced group, values and a wait policy.
+const exampleApplication = `apiVersion: plinth.dev/v1alpha1
+kind: Application
+metadata: {name: demo}
+spec:
+  passwords: [admin]
+  groups:
+  - name: base
+    charts:
+    - {name: web, source: {archive: web-0.1.0.tgz}, values: {replicas: 2, nested: {list: [1, a]}}}
+  - name: top
+    sequenced: true
+    gates: [{nodesLabelled: {label: openstack-compute-node=enabled, min: 2}}, {cephUsers: [kube-rbd]}, {chart: web}]
+    charts:
+    - {name: api, source: {archive: api-0.1.0.tgz}, namespace: demo, wait: {timeoutSeconds: 120}, protected: true}
+`
 
 func TestExamplesMatchSchema(t *testing.T) {
 	schemas := compile(t)
@@ -161,6 +193,9 @@ spec:
 		{"bad list item", strings.Replace(base, "[worker]", "[worker, boss]", 1), "roles"},
 		{"bad map key", "apiVersion: plinth.dev/v1alpha1\nkind: Site\nmetadata: {name: s}\nspec:\n  controllers: [c0]\n  ceph: {users: [{name: u, caps: {rgw: x}}]}\n", "rgw"},
 		{"missing required", strings.Replace(base, "  managementAddress: 10.0.0.5\n", "", 1), "managementAddress"},
+		{"bad wait", strings.Replace(exampleApplication, "timeoutSeconds: 120", "for: everything", 1), "for"},
+		{"unknown gate", strings.Replace(exampleApplication, "{chart: web}", "{pods: web}", 1), "pods"},
+		{"values not a map", strings.Replace(exampleApplication, "values: {replicas: 2, nested: {list: [1, a]}}", "values: [replicas]", 1), "values"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := api.Decode("test.yaml", []byte(tc.yaml))
@@ -206,8 +241,8 @@ func TestFind(t *testing.T) {
 		t.Errorf("site.spec.policy.drift: default %v, enum %v, description %q", f.Schema.Default, f.Schema.Enum, f.Schema.Description)
 	}
 	for path, want := range map[string]string{
-		"site.spec.kubernets":      "site.spec.kubernets: no such field; site.spec has: ceph, charts, controllers, kubernetes, networks, ovs, policy, witness",
-		"pod.spec":                 "pod: no such kind; valid kinds are site, host",
+		"site.spec.kubernets":      "site.spec.kubernets: no such field; site.spec has: ceph, controllers, kubernetes, networks, ovs, policy, witness",
+		"pod.spec":                 "pod: no such kind; valid kinds are site, host, application",
 		"site.spec.witness.name":   "site.spec.witness.name: no such field; site.spec.witness is a string and has no fields",
 		"host.spec.roles.whatever": "host.spec.roles.whatever: no such field; host.spec.roles is a []string and has no fields",
 	} {

@@ -178,6 +178,16 @@ type JoinInputs struct {
 	CertificateKey string `json:"certificateKey,omitempty"`
 }
 
+// The OpenStack-Helm node labels Plinth puts on nodes (kube.labels) and that
+// applications select nodes by (pkg/appplan), each with LabelEnabled as its value.
+const (
+	LabelControlPlane = "openstack-control-plane"
+	LabelCompute      = "openstack-compute-node"
+	LabelOpenvswitch  = "openvswitch"
+	LabelSRIOV        = "sriov"
+	LabelEnabled      = "enabled"
+)
+
 // LabelsInputs applies one node's Plinth-owned labels and taints.
 type LabelsInputs struct {
 	Node   string            `json:"node"`
