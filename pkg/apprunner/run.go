@@ -244,6 +244,9 @@ func (x *run) ensureObjects(ctx context.Context, cl *cluster, objects []appplan.
 		var data map[string][]byte
 		if o.Kind == "Secret" {
 			data = map[string][]byte{}
+			for k, v := range o.Data { // plain keys (a Ceph user's ID)
+				data[k] = []byte(v)
+			}
 			missing := false
 			for _, k := range sortedKeys(o.SecretData) {
 				v, ok, err := x.r.cfg.OpenSecret(o.SecretData[k])

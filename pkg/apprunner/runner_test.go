@@ -319,6 +319,10 @@ func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 		{Name: "web-0.1.0.tgz", Data: configChart(t, "web")},
 	}
 	e.upload(appV1, false, archives...)
+	d, err := helmrelease.New(e.kc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop := e.start()
 	e.must(state.CmdAppRequest, state.AppRequest{Name: "demo", Action: state.AppActionApply})
 
@@ -347,10 +351,6 @@ func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 	pw, err := e.kube.CoreV1().Secrets("demo").Get(ctx, "demo-passwords", metav1.GetOptions{})
 	if err != nil || string(pw.Data["admin"]) != testPassword {
 		t.Errorf("Secret demo/demo-passwords: %v", err)
-	}
-	d, err := helmrelease.New(e.kc, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, rel := range []string{"config", "web"} {
 		vals, err := d.Values(ctx, rel, "demo")
@@ -381,6 +381,7 @@ func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 	archives = append(archives, state.Archive{Name: "slow-0.1.0.tgz", Data: slowChart(t)})
 	e.upload(appV2, true, archives...)
 	e.waitFor("demo", "applying slow", 60*time.Second, func(r state.AppRecord) bool { return chartStatus(r, "slow").State == api.ChartApplying })
+	waitPending(t, d, "slow", "demo")
 	e.must(state.CmdAppRequest, state.AppRequest{Name: "demo", Action: state.AppActionAbort})
 	r = e.waitFor("demo", api.AppApplyFailed, 5*time.Second, func(r state.AppRecord) bool { return r.Status.State == api.AppApplyFailed })
 	time.Sleep(time.Second) // the aborted run must not report again
@@ -393,6 +394,7 @@ func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 	// Deployment is ready.
 	e.must(state.CmdAppRequest, state.AppRequest{Name: "demo", Action: state.AppActionApply})
 	e.waitFor("demo", "applying slow again", 60*time.Second, func(r state.AppRecord) bool { return chartStatus(r, "slow").State == api.ChartApplying })
+	waitPending(t, d, "slow", "demo")
 	stop()
 	op := e.app("demo").Op
 	cctx, cancel := context.WithCancel(ctx)
@@ -403,8 +405,10 @@ func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 	if r.Op != op {
 		t.Errorf("the new leader's run is request %d, want the interrupted %d", r.Op, op)
 	}
-	if c := chartStatus(r, "slow"); c.State != api.ChartDeployed {
-		t.Errorf("slow = %+v", c)
+	if c := chartStatus(r, "slow"); c.State != api.ChartDeployed || c.Message == "" {
+		t.Errorf("slow = %+v; want deployed, saying how the interrupted release was recovered", c)
+	} else {
+		t.Logf("slow after the leader change: revision %d, %s", c.Revision, c.Message)
 	}
 	cancel()
 
@@ -440,6 +444,23 @@ func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 		}
 	}
 	fmt.Fprintln(testWriter{t}, "events:", strings.Join(reasons, " "))
+}
+
+// waitPending waits until Helm has recorded the release's revision as pending:
+// the run is inside Helm's install or upgrade.
+func waitPending(t *testing.T, d *helmrelease.Driver, rel, ns string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := d.Status(context.Background(), rel, ns)
+		if err == nil && strings.HasPrefix(st.State, "pending-") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("release %s/%s never pending: %+v, %v", ns, rel, st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type testWriter struct{ t *testing.T }
