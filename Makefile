@@ -14,7 +14,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 # The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
 BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
-.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube clean
+.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ test: deps k8s-bins vet test-race test-unit test-packages test-flanneld test-e2e
 
 demo: bundle ## run the lab: booted hosts installed from the site bundle, until the site is Ready
 	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN) --bundle $(BUNDLE)
+
+demo-charts: ## pack examples/apps/*/charts/ into the archives the applications name (deterministic; gitignored)
+	$(GO) run ./examples/apps
 
 demo-down: ## remove every host, namespace, mount, cgroup, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
