@@ -73,9 +73,9 @@ func TestDescribeKind(t *testing.T) {
 		t.Errorf("unknown step kind: %v", err)
 	}
 	for args, want := range map[string]string{
-		"describe site x": `describe: unknown kind "site": want host or kind`,
-		"delete site x":   `delete: unknown kind "site": want host`,
-		"get pods":        `unknown kind "pods": want site, hosts, steps, events, tokens or kinds`,
+		"describe site x": `describe: unknown kind "site": want host, application or kind`,
+		"delete site x":   `delete: unknown kind "site": want host or application`,
+		"get pods":        `unknown kind "pods": want site, hosts, applications, steps, events, tokens or kinds`,
 	} {
 		if _, err := run(t, strings.Fields(args)...); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %s", args, err, want)

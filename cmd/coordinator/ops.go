@@ -70,8 +70,12 @@ path), shows the plan, and stores it in the replicated state; agents pick up the
 					return fmt.Errorf("read %s: %w", f, err)
 				}
 				// Validate locally first: the same rules the coordinator applies.
-				if _, err := api.Decode(f, data); err != nil {
+				m, err := api.Decode(f, data)
+				if err != nil {
 					return err
+				}
+				if len(m.Applications) > 0 {
+					return fmt.Errorf("%s: Application documents are uploaded with `plinth-coordinator app upload -f FILE` (with their chart archives), not applied", f)
 				}
 				var resp wire.ApplyResponse
 				if _, err := c.Do(cmd.Context(), "POST", wire.PathApply, wire.ApplyRequest{File: f, YAML: string(data), DryRun: dryRun}, &resp); err != nil {
@@ -264,8 +268,9 @@ type documentGet func(g *globals, ctx context.Context, c *client.Client, w io.Wr
 // documentGets prints each document kind of api.DocumentKinds
 // (TestEveryDocumentKindPrints keeps one per kind).
 var documentGets = map[string]documentGet{
-	api.KindSite: getSite,
-	api.KindHost: getHosts,
+	api.KindSite:        getSite,
+	api.KindHost:        getHosts,
+	api.KindApplication: getApps,
 }
 
 func getHosts(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string, index uint64, watch bool) (uint64, error) {
@@ -382,7 +387,8 @@ func describeWords() []string {
 // documentDescribes prints `describe` for each document kind whose row says
 // Describe (TestEveryDocumentKindPrints keeps them so).
 var documentDescribes = map[string]func(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error{
-	api.KindHost: describeHost,
+	api.KindHost:        describeHost,
+	api.KindApplication: describeApp,
 }
 
 func describeHost(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestUnitVerifies runs systemd-analyze verify on the shipped unit, with ExecStart
@@ -37,5 +39,21 @@ func TestUnitVerifies(t *testing.T) {
 		if strings.Contains(l, "plinth-coordinator.service") {
 			t.Errorf("systemd-analyze complains: %s", l)
 		}
+	}
+}
+
+// overrides show: block YAML, one "# origin" per leaf, that parses back to the values.
+func TestWriteOriginYAML(t *testing.T) {
+	vals := map[string]any{"port": float64(8080), "nested": map[string]any{"a": "x y", "list": []any{float64(1), "b"}}, "empty": map[string]any{}}
+	origins := map[string]string{"port": "application", "nested.a": "chart", "nested.list": "user", "empty": "chart"}
+	var b strings.Builder
+	writeOriginYAML(&b, vals, origins, "", 0)
+	want := "\"empty\": {}  # chart\n\"nested\":\n  \"a\": \"x y\"  # chart\n  \"list\": [1,\"b\"]  # user\n\"port\": 8080  # application\n"
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	var back map[string]any
+	if err := yaml.Unmarshal([]byte(b.String()), &back); err != nil || back["port"] != float64(8080) {
+		t.Fatalf("does not parse back: %v %v", err, back)
 	}
 }

@@ -1,5 +1,5 @@
-// Package charttest builds Helm chart archives in tests, byte for byte what
-// `helm package` would produce for the same files, without the helm binary.
+// Package charttest writes small Helm chart archives for tests, as `helm package`
+// does: a gzipped tar with every file under NAME/, without the helm binary.
 // Tests only: it calls t.Fatal.
 package charttest
 
@@ -11,8 +11,7 @@ import (
 	"testing"
 )
 
-// Archive packs files (path under the chart's directory → content) as a gzipped
-// tar with every path under NAME/, in sorted order.
+// Archive packs files (path under the chart's directory → content).
 func Archive(t testing.TB, name string, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -39,4 +38,24 @@ func Archive(t testing.TB, name string, files map[string]string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// Demo is a chart named name whose ConfigMap needs .Values.greeting (default
+// "hello") and carries .Values.port; extra adds or replaces files.
+func Demo(t testing.TB, name string, extra map[string]string) []byte {
+	files := map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n",
+		"values.yaml": "greeting: hello\nport: 80\nnested:\n  a: 1\n  b: 2\n",
+		"templates/configmap.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: {{ .Release.Name }}-config}
+data:
+  greeting: {{ required "greeting is required" .Values.greeting | quote }}
+  port: {{ .Values.port | quote }}
+`,
+	}
+	for k, v := range extra {
+		files[k] = v
+	}
+	return Archive(t, name, files)
 }

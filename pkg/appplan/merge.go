@@ -2,6 +2,8 @@ package appplan
 
 import (
 	"strings"
+
+	"github.com/plinth-dev/plinth/pkg/api"
 )
 
 // Origins of a merged value, lowest layer first: the chart's own defaults, the
@@ -99,4 +101,17 @@ func deepCopy(v any) any {
 		return l
 	}
 	return v
+}
+
+// Layers are the override layers Plinth puts above a chart's own defaults, lowest
+// first: the application's values for the chart, the system overrides generated
+// from the site, and the operator's (user) overrides. Everything that merges a
+// chart's values — the leader's apply, the upload's render check, `app overrides
+// show` — takes them from here, so all three agree.
+func Layers(f SiteFacts, app *api.Application, c api.Chart, user map[string]any) []Layer {
+	return []Layer{
+		{Origin: OriginApplication, Values: c.Values},
+		{Origin: OriginSystem, Values: System(f, app, c)},
+		{Origin: OriginUser, Values: user},
+	}
 }

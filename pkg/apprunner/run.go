@@ -36,20 +36,30 @@ type run struct {
 
 // Facts gathers what system overrides and gates are computed from: the effective
 // site and hosts, and Ceph's monitors and fsid once ceph.health has reported them.
-// open returns a secret's plain text (ok=false if absent).
-func Facts(v state.View, open func(name string) ([]byte, bool, error)) appplan.SiteFacts {
+// unseal opens the step outputs they are kept in (monitors and fsid are not
+// secret, but every step output is sealed alike); nil leaves them out.
+func Facts(v state.View, unseal func(name string, ciphertext []byte) ([]byte, error)) appplan.SiteFacts {
 	site, hosts := v.Merged(&api.Manifest{})
 	f := appplan.SiteFacts{Site: site, Hosts: hosts}
-	if site == nil || site.Spec.Ceph == nil || open == nil {
+	if site == nil || site.Spec.Ceph == nil || unseal == nil {
 		return f
 	}
+	open := func(name string) string {
+		sec, ok := v.Secret(name)
+		if !ok {
+			return ""
+		}
+		b, err := unseal(name, sec.Ciphertext)
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
 	health := plan.StepID(api.CephHost(&site.Spec), cephspec.KindHealth, "")
-	if b, ok, err := open(secretref.OutputName(health, cephspec.OutputMonitors)); err == nil && ok && len(b) > 0 {
-		f.CephMonitors = strings.Split(string(b), ",")
+	if m := open(secretref.OutputName(health, cephspec.OutputMonitors)); m != "" {
+		f.CephMonitors = strings.Split(m, ",")
 	}
-	if b, ok, err := open(secretref.OutputName(health, cephspec.OutputFSID)); err == nil && ok {
-		f.CephFSID = string(b)
-	}
+	f.CephFSID = open(secretref.OutputName(health, cephspec.OutputFSID))
 	return f
 }
 
@@ -58,7 +68,7 @@ func (x *run) facts() (appplan.SiteFacts, state.AppRecord, bool) {
 	var rec state.AppRecord
 	var ok bool
 	x.r.cfg.Store.Read(func(v state.View) {
-		f = Facts(v, x.r.cfg.OpenSecret)
+		f = Facts(v, x.r.cfg.Unseal)
 		rec, ok = v.App(x.name)
 	})
 	return f, rec, ok && rec.Op == x.op
@@ -249,7 +259,7 @@ func (x *run) ensureObjects(ctx context.Context, cl *cluster, objects []appplan.
 			}
 			missing := false
 			for _, k := range sortedKeys(o.SecretData) {
-				v, ok, err := x.r.cfg.OpenSecret(o.SecretData[k])
+				v, ok, err := x.r.openSecret(o.SecretData[k])
 				if err != nil {
 					return fmt.Errorf("generated Secret %s/%s: %w", o.Namespace, o.Name, err)
 				}
@@ -338,11 +348,7 @@ func (x *run) release(ctx context.Context, cl *cluster, g api.ChartGroup, c api.
 			return x.chartFailed(ctx, c, fmt.Errorf("user overrides: %w", err))
 		}
 	}
-	values, _ := appplan.Merge(
-		appplan.Layer{Origin: appplan.OriginApplication, Values: c.Values},
-		appplan.Layer{Origin: appplan.OriginSystem, Values: appplan.System(f, &rec.Application, c)},
-		appplan.Layer{Origin: appplan.OriginUser, Values: user},
-	)
+	values, _ := appplan.Merge(appplan.Layers(f, &rec.Application, c, user)...)
 	res, err := cl.driver.Apply(ctx, helmrelease.Request{
 		Release: c.Release, Namespace: c.Namespace, Chart: ch, Values: values,
 		Wait:        helmrelease.Wait{For: helmrelease.WaitFor(c.Wait.For), Timeout: time.Duration(c.Wait.TimeoutSeconds) * time.Second},

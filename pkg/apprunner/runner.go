@@ -32,9 +32,9 @@ type Config struct {
 	// Kubeconfig returns the site's admin kubeconfig, or an error saying why there
 	// is none yet (kube.init has not succeeded).
 	Kubeconfig func() ([]byte, error)
-	// OpenSecret returns a secret of the replicated state in plain text; ok=false
-	// when it does not exist (yet).
-	OpenSecret func(name string) (value []byte, ok bool, err error)
+	// Unseal opens a sealed secret of the replicated state (the coordinators'
+	// data key; name is the seal's associated data).
+	Unseal func(name string, ciphertext []byte) ([]byte, error)
 	Log        *slog.Logger
 	// Poll is how often a waiting application re-checks its gates and the cluster.
 	// Default 2s.
@@ -175,4 +175,20 @@ func (r *Runner) work(ctx context.Context, a state.AppRecord) {
 		case <-time.After(r.cfg.Poll):
 		}
 	}
+}
+
+// openSecret returns a secret of the state in plain text; ok=false when it does
+// not exist (yet).
+func (r *Runner) openSecret(name string) ([]byte, bool, error) {
+	var sec state.SecretRecord
+	var ok bool
+	r.cfg.Store.Read(func(v state.View) { sec, ok = v.Secret(name) })
+	if !ok {
+		return nil, false, nil
+	}
+	plain, err := r.cfg.Unseal(name, sec.Ciphertext)
+	if err != nil {
+		return nil, false, fmt.Errorf("secret %s: %w", name, err)
+	}
+	return plain, true, nil
 }

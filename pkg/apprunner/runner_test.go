@@ -120,13 +120,15 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	// The secret table as the coordinator would have it once ceph.user kube-rbd
-	// succeeded and the leader generated the application's password (opened here
-	// from a map: the sealing is the coordinator's, tested there).
+	// succeeded and the leader generated the application's password.
 	user := plan.StepID("ctl-0", cephspec.KindUser, "kube-rbd")
 	e.secrets = map[string][]byte{
 		secretref.OutputName(user, cephspec.OutputKey):                                               []byte(testCephKey),
 		appplan.PasswordSecret("demo", "admin"):                                                      []byte(testPassword),
 		secretref.OutputName(plan.StepID("ctl-0", cephspec.KindHealth, ""), cephspec.OutputMonitors): []byte("10.0.0.11:6789"),
+	}
+	for name, v := range e.secrets {
+		e.must(state.CmdPutSecret, state.PutSecret{Secret: state.SecretRecord{Name: name, Ciphertext: v}})
 	}
 	return e
 }
@@ -135,7 +137,8 @@ func (e *env) runner() *Runner {
 	return New(Config{
 		Store: e.store, Propose: e.log.propose,
 		Kubeconfig: func() ([]byte, error) { return e.kc, nil },
-		OpenSecret: func(name string) ([]byte, bool, error) { v, ok := e.secrets[name]; return v, ok, nil },
+		// The test's secrets are stored unsealed: sealing is the coordinator's (tested there).
+		Unseal: func(_ string, ciphertext []byte) ([]byte, error) { return ciphertext, nil },
 		Log:        slog.New(slog.NewTextHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Poll:       200 * time.Millisecond,
 	})

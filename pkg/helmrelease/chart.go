@@ -101,3 +101,34 @@ func valuesDigest(v map[string]any) (string, error) {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// Defaults returns a copy of the chart's values.yaml: the lowest override layer,
+// shown by `app overrides show`.
+func (c *Chart) Defaults() map[string]any {
+	if c == nil || c.chart == nil {
+		return map[string]any{}
+	}
+	out, _ := copyValue(c.chart.Values).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = copyValue(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(t))
+		for i, e := range t {
+			l[i] = copyValue(e)
+		}
+		return l
+	}
+	return v
+}

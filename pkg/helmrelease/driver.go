@@ -210,6 +210,19 @@ func (r *Request) check() error {
 	return nil
 }
 
+// Render renders the request's chart offline with its values, as Apply does
+// before it changes anything, so a caller without a cluster (the coordinators'
+// upload check) refuses a chart that cannot render. Errors wrap ErrRender.
+func Render(req Request) error {
+	if req.Chart == nil {
+		return fmt.Errorf("helmrelease: %w: no chart (load one with LoadChart)", ErrRequest)
+	}
+	if err := req.render(); err != nil {
+		return fmt.Errorf("helmrelease: %w", err)
+	}
+	return nil
+}
+
 // render renders the chart offline with the values (and checks them against the
 // chart's values.schema.json), so a chart that cannot render is refused before
 // anything changes.

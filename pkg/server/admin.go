@@ -23,6 +23,10 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(m.Applications) > 0 {
+		return api.ErrorList{{File: req.File, Path: "applications[" + m.Applications[0].Metadata.Name + "].kind",
+			Msg: "Application documents are uploaded with `plinth-coordinator app upload -f FILE` (with their chart archives), not applied"}}
+	}
 	m.Default()
 	// The plan must be computed on current state: a coordinator just restarted, or a
 	// lagging follower, would otherwise show changes already applied.

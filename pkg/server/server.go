@@ -276,6 +276,7 @@ func (s *Server) routes() {
 	s.handle("GET "+wire.PathSnapshot, admins, s.snapshotSave)
 	s.handle("GET "+wire.PathKubeconfig, admins, s.kubeconfig)
 	s.handle("POST "+wire.PathSnapshot, admins, s.snapshotRestore)
+	s.appRoutes()
 
 	s.handle("GET "+wire.PathAgentSteps, agents, s.agentSteps)
 	s.handle("GET "+wire.PathAgentSteps+"/{id...}", agents, s.agentStep)
@@ -319,6 +320,7 @@ func statusOf(err error) int {
 	var ee *state.EnrolError
 	var se *plan.StaleError
 	var nl *consensus.NotLeaderError
+	var ae *state.AppRequestError
 	switch {
 	case err == nil:
 		return http.StatusOK
@@ -328,7 +330,7 @@ func statusOf(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.As(err, &ee):
 		return http.StatusForbidden
-	case errors.As(err, &se):
+	case errors.As(err, &se), errors.As(err, &ae):
 		return http.StatusConflict
 	case errors.Is(err, state.ErrNotFound):
 		return http.StatusNotFound
@@ -361,12 +363,18 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 const maxBody = 2*api.MaxManifestBytes + 64<<10
 
 func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	return readJSONLimit(r, v, maxBody, fmt.Sprintf("a manifest may be at most %d bytes", api.MaxManifestBytes))
+}
+
+// readJSONLimit decodes a JSON body of at most limit bytes; a larger one is refused
+// with 413, the limit and what it bounds (why).
+func readJSONLimit(r *http.Request, v any, limit int64, why string) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: larger than the limit of %d bytes (a manifest may be at most %d bytes)", tooBig.Limit, api.MaxManifestBytes)}
+			return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: larger than the limit of %d bytes (%s)", tooBig.Limit, why)}
 		}
 		return &httpError{http.StatusBadRequest, "request body: " + err.Error()}
 	}

@@ -143,17 +143,16 @@ func (a *applier) appUpload(b AppUpload) error {
 	if len(a.t.Apps) >= MaxApps && !exists {
 		return &AppRequestError{Msg: fmt.Sprintf("the site holds %d applications, the most it keeps; delete one first", MaxApps)}
 	}
+	// Check everything before changing anything: app commands run on the live tables.
 	given := map[string]string{}
 	for _, ar := range b.Archives {
-		d := ArchiveDigest(ar.Data)
-		given[ar.Name] = d
-		if _, ok := a.t.Archives[d]; !ok {
-			a.t.Archives[d] = &ArchiveRecord{Digest: d, Name: ar.Name, Size: len(ar.Data), Data: ar.Data}
-		}
+		given[ar.Name] = ArchiveDigest(ar.Data)
 	}
 	archives := map[string]string{}
+	charts := map[string]bool{}
 	for _, g := range app.Spec.Groups {
 		for _, c := range g.Charts {
+			charts[c.Name] = true
 			if c.Source.Archive == "" {
 				continue
 			}
@@ -164,6 +163,15 @@ func (a *applier) appUpload(b AppUpload) error {
 			archives[c.Source.Archive] = d
 		}
 	}
+	if exists && sameApp(prev, app, archives) {
+		return nil // app update with nothing changed: no new generation, no rollout
+	}
+	for _, ar := range b.Archives {
+		d := given[ar.Name]
+		if _, ok := a.t.Archives[d]; !ok && archives[ar.Name] == d {
+			a.t.Archives[d] = &ArchiveRecord{Digest: d, Name: ar.Name, Size: len(ar.Data), Data: ar.Data}
+		}
+	}
 	rec := &AppRecord{Application: app, Archives: archives, CreateIndex: a.idx, ModifyIndex: a.idx}
 	rec.Application.Metadata.Generation = 1
 	rec.Status = api.ApplicationStatus{State: api.AppUploaded}
@@ -171,7 +179,15 @@ func (a *applier) appUpload(b AppUpload) error {
 	if exists {
 		rec.Application.Metadata.Generation = prev.Application.Metadata.Generation + 1
 		rec.CreateIndex, rec.Desired, rec.Op, rec.Status = prev.CreateIndex, prev.Desired, prev.Op, prev.Status
-		rec.Overrides = prev.Overrides
+		// Overrides of charts the update dropped go with them.
+		for chart, v := range prev.Overrides {
+			if charts[chart] {
+				if rec.Overrides == nil {
+					rec.Overrides = map[string]json.RawMessage{}
+				}
+				rec.Overrides[chart] = v
+			}
+		}
 		verb = "updated"
 		if prev.Desired == AppDesiredApplied {
 			// An update of an applied application rolls out at once (StarlingX's
@@ -185,6 +201,21 @@ func (a *applier) appUpload(b AppUpload) error {
 	a.gcArchives()
 	a.event(EventNormal, appObject(name), "ApplicationUploaded", fmt.Sprintf("application %s generation %d %s from %s", name, rec.Application.Metadata.Generation, verb, nonEmpty(b.File, "the API")))
 	return nil
+}
+
+// sameApp reports whether an update would store what prev holds already.
+func sameApp(prev *AppRecord, app api.Application, archives map[string]string) bool {
+	a, err1 := json.Marshal([]any{prev.Application.Metadata.Labels, prev.Application.Spec})
+	b, err2 := json.Marshal([]any{app.Metadata.Labels, app.Spec})
+	if err1 != nil || err2 != nil || string(a) != string(b) || len(prev.Archives) != len(archives) {
+		return false
+	}
+	for k, d := range archives {
+		if prev.Archives[k] != d {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxApps bounds the applications one site keeps.
@@ -422,4 +453,97 @@ func copyApp(r *AppRecord) AppRecord {
 type AppDetail struct {
 	App    AppRecord `json:"app"`
 	Events []Event   `json:"events"`
+}
+
+// appChanges is the application part of Changes: what `app upload --dry-run` and
+// `app update --dry-run` print.
+func appChanges(before, after View) []string {
+	var out []string
+	for _, r := range after.Apps() {
+		prev, had := before.App(r.Name())
+		if !had {
+			out = append(out, fmt.Sprintf("+ application %s (generation %d)", r.Name(), r.Application.Metadata.Generation))
+			for _, g := range r.Application.Spec.Groups {
+				for _, c := range g.Charts {
+					out = append(out, fmt.Sprintf("+ chart %s/%s: release %s in namespace %s from %s", g.Name, c.Name, c.Release, c.Namespace, sourceOf(c.Source)))
+				}
+			}
+			continue
+		}
+		if prev.Application.Metadata.Generation == r.Application.Metadata.Generation {
+			continue
+		}
+		out = append(out, fmt.Sprintf("~ application %s: generation %d -> %d", r.Name(), prev.Application.Metadata.Generation, r.Application.Metadata.Generation))
+		old := map[string]api.Chart{}
+		oldGroup := map[string]string{}
+		for _, g := range prev.Application.Spec.Groups {
+			for _, c := range g.Charts {
+				old[c.Name], oldGroup[c.Name] = c, g.Name
+			}
+		}
+		for _, g := range r.Application.Spec.Groups {
+			for _, c := range g.Charts {
+				o, ok := old[c.Name]
+				delete(old, c.Name)
+				switch {
+				case !ok:
+					out = append(out, fmt.Sprintf("+ chart %s/%s: release %s in namespace %s from %s", g.Name, c.Name, c.Release, c.Namespace, sourceOf(c.Source)))
+				default:
+					var what []string
+					if oldGroup[c.Name] != g.Name {
+						what = append(what, "group "+oldGroup[c.Name]+" -> "+g.Name)
+					}
+					if o.Source != c.Source || (c.Source.Archive != "" && prev.Archives[c.Source.Archive] != r.Archives[c.Source.Archive]) {
+						what = append(what, "chart source or archive")
+					}
+					if !jsonEqual(o.Values, c.Values) {
+						what = append(what, "values")
+					}
+					o.Source, o.Values, c.Values = c.Source, nil, nil
+					if !jsonEqual(o, c) {
+						what = append(what, "release settings")
+					}
+					if len(what) > 0 {
+						out = append(out, fmt.Sprintf("~ chart %s/%s: %s changed", g.Name, c.Name, strings.Join(what, ", ")))
+					}
+				}
+			}
+		}
+		gone := make([]string, 0, len(old))
+		for n := range old {
+			gone = append(gone, n)
+		}
+		sort.Strings(gone)
+		for _, n := range gone {
+			out = append(out, fmt.Sprintf("- chart %s/%s: release %s in namespace %s is uninstalled at the next apply", oldGroup[n], n, old[n].Release, old[n].Namespace))
+		}
+		if r.Status.State == api.AppApplying && r.Op != prev.Op {
+			out = append(out, fmt.Sprintf("  application %s is applied: the update rolls out at once", r.Name()))
+		} else {
+			out = append(out, fmt.Sprintf("  `plinth-coordinator app apply %s` rolls it out", r.Name()))
+		}
+	}
+	for _, r := range before.Apps() {
+		if _, ok := after.App(r.Name()); !ok {
+			out = append(out, "- application "+r.Name())
+		}
+	}
+	return out
+}
+
+func sourceOf(s api.ChartSource) string {
+	switch {
+	case s.Archive != "":
+		return "archive " + s.Archive
+	case s.OCI != "":
+		return s.OCI
+	default:
+		return fmt.Sprintf("repository %s chart %s version %s", s.Repo, s.Chart, nonEmpty(s.Version, "latest"))
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }

@@ -56,7 +56,8 @@ func cloneTables(t *tables) (*tables, error) {
 
 // Changes describes what differs from before to after in the declared site: the
 // site's and hosts' generations, pool allocations, and steps added, re-run or
-// removed. It is the plan `apply` prints.
+// removed, and applications uploaded, updated or deleted. It is the plan `apply`
+// and `app upload` print.
 func Changes(before, after View) []string {
 	var out []string
 	old, hadSite := before.Site()
@@ -125,6 +126,7 @@ func Changes(before, after View) []string {
 			out = append(out, "- step "+r.ID)
 		}
 	}
+	out = append(out, appChanges(before, after)...)
 	if len(out) == 0 {
 		out = []string{"no changes"}
 	}
