@@ -85,7 +85,11 @@ func (t factTopology) nodeIDs() []int { return slices.Sorted(maps.Keys(t.nodes))
 // nodesDesc is "1 NUMA node (0)" or "2 NUMA nodes (0,1)".
 func (t factTopology) nodesDesc() string {
 	ids := t.nodeIDs()
-	return fmt.Sprintf("%d NUMA node%s (%s)", len(ids), plural(len(ids)), cpuset.Format(ids))
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return fmt.Sprintf("%d NUMA node%s (%s)", len(ids), plural(len(ids)), strings.Join(s, ","))
 }
 
 // offline returns the CPUs of list the host does not have online.
