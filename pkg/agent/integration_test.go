@@ -104,6 +104,8 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// hostYAML declares lo, which every host reports in its facts, so the coordinator's
+// facts checks pass; the fake driver never touches it.
 func hostYAML(mtu int) string {
 	return fmt.Sprintf(`apiVersion: plinth.dev/v1alpha1
 kind: Host
@@ -113,7 +115,7 @@ spec:
   roles: [worker]
   managementAddress: 127.0.0.1
   interfaces:
-  - name: eth9
+  - name: lo
     mtu: %d
 `, mtu)
 }

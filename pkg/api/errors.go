@@ -79,6 +79,11 @@ func key(name string, i int) string {
 	return mapKey(name)
 }
 
+// Elem is the path of element i of the list at path, by its name when it has one (see
+// key): hosts[compute-0], interfaces[1]. Checks made outside this package, such as the
+// planner's against a host's facts, use it so their paths read like validation's.
+func Elem(path, name string, i int) string { return index(path, key(name, i)) }
+
 // mapKey renders a name or map key for a path, quoted unless it is a plain label.
 func mapKey(k string) string {
 	if isDNSLabel(k) && !allDigits(k) {

@@ -43,3 +43,22 @@ func Parse(s string) ([]int, error) {
 	slices.Sort(cpus)
 	return slices.Compact(cpus), nil
 }
+
+// Format renders sorted, distinct CPUs in the same notation, ranges compacted
+// ("0-3,8"), so messages quote CPU sets the way the manifest and /sys write them.
+func Format(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, strconv.Itoa(cpus[i])+"-"+strconv.Itoa(cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -22,3 +22,19 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestFormat(t *testing.T) {
+	for want, in := range map[string][]int{
+		"0-3,8,10-11": {0, 1, 2, 3, 8, 10, 11},
+		"5":           {5},
+		"":            nil,
+		"1,3":         {1, 3},
+	} {
+		if got := Format(in); got != want {
+			t.Errorf("Format(%v) = %q, want %q", in, got, want)
+		}
+		if back, err := Parse(want); err != nil || !slices.Equal(back, in) {
+			t.Errorf("Parse(Format(%v)) = %v, %v", in, back, err)
+		}
+	}
+}

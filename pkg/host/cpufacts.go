@@ -10,17 +10,6 @@ import (
 	"strings"
 )
 
-// CPUFact is one online CPU's place in the topology: OVS-DPDK PMD threads and the
-// vswitch's housekeeping cores are picked per NUMA node, with hyperthread siblings
-// kept together.
-type CPUFact struct {
-	CPU      int   `json:"cpu"`
-	Core     int   `json:"core"`
-	Package  int   `json:"package"`
-	Node     int   `json:"node"`
-	Siblings []int `json:"siblings,omitempty"`
-}
-
 // gatherCPU fills the CPU topology, the isolated and nohz_full CPUs, and the
 // system-wide hugepage pools from /sys under root. All are best effort.
 func gatherCPU(root string, f *Facts) {

@@ -17,7 +17,10 @@ type HostView struct {
 	Reachable       string
 	ReachableReason string
 	ReachableMsg    string
-	Steps           []Record
+	// Invalid says why the host's spec does not fit its reported facts (CheckFacts);
+	// "" when it does or no facts are known.
+	Invalid string
+	Steps   []Record
 }
 
 // HostConditions computes a host's conditions. prev carries the last transition times.
@@ -53,6 +56,11 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 		c.set(api.ConditionReachable, reach, nonEmpty(h.ReachableReason, "Membership"), h.ReachableMsg)
 	}
 
+	if h.Invalid != "" {
+		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "FactsMismatch", h.Invalid)
+	} else {
+		c.set(api.ConditionInvalidSpec, api.ConditionFalse, "Valid", "")
+	}
 	if len(blocked) > 0 {
 		c.set(api.ConditionBlocked, api.ConditionTrue, "StepBlocked", stepMsg(h.Name, blocked[0], len(blocked)))
 	} else {
@@ -86,6 +94,8 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 		c.set(api.ConditionReady, api.ConditionFalse, "NotEnrolled", fmt.Sprintf("host %s: waiting for its agent to enrol", h.Name))
 	case reach == api.ConditionFalse:
 		c.set(api.ConditionReady, api.ConditionFalse, "Unreachable", fmt.Sprintf("host %s is unreachable: %s", h.Name, nonEmpty(h.ReachableMsg, "membership declared it dead")))
+	case h.Invalid != "":
+		c.set(api.ConditionReady, api.ConditionFalse, "InvalidSpec", fmt.Sprintf("host %s: its steps are held until the manifest fits its facts: %s", h.Name, h.Invalid))
 	case len(blocked) > 0:
 		c.set(api.ConditionReady, api.ConditionFalse, "StepBlocked", stepMsg(h.Name, blocked[0], len(blocked)))
 	case len(failed) > 0:
@@ -135,20 +145,13 @@ func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedC
 
 	if invalid != "" {
 		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "ValidationFailed", invalid)
+	} else if n, first := countTrue(hs, api.ConditionInvalidSpec); n > 0 {
+		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "HostsAffected", fmt.Sprintf("%d host(s) do not fit their facts; first: %s", n, first))
 	} else {
 		c.set(api.ConditionInvalidSpec, api.ConditionFalse, "Valid", "")
 	}
 	for _, t := range []string{api.ConditionBlocked, api.ConditionDegraded, api.ConditionDrifted, api.ConditionReconciling} {
-		n, first := 0, ""
-		for _, h := range hs {
-			if hc := Find(h.Conditions, t); hc != nil && hc.Status == api.ConditionTrue {
-				if n == 0 {
-					first = hc.Message
-				}
-				n++
-			}
-		}
-		if n > 0 {
+		if n, first := countTrue(hs, t); n > 0 {
 			c.set(t, api.ConditionTrue, "HostsAffected", fmt.Sprintf("%d host(s); first: %s", n, first))
 		} else {
 			c.set(t, api.ConditionFalse, "NoHostsAffected", "")
@@ -179,6 +182,19 @@ func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedC
 		c.set(api.ConditionReady, api.ConditionTrue, "AllHostsReady", fmt.Sprintf("all %d hosts ready", len(hs)))
 	}
 	return c.out
+}
+
+// countTrue counts the hosts holding condition t, with the first one's message.
+func countTrue(hs []NamedConditions, t string) (n int, first string) {
+	for _, h := range hs {
+		if hc := Find(h.Conditions, t); hc != nil && hc.Status == api.ConditionTrue {
+			if n == 0 {
+				first = hc.Message
+			}
+			n++
+		}
+	}
+	return n, first
 }
 
 // Find returns the condition of type t, or nil.

@@ -124,15 +124,19 @@ func Reconcile(desired []Step, prev map[string]Record) (map[string]Record, []str
 }
 
 // gate moves Pending steps whose dependencies all succeeded to Ready, and Ready
-// steps with an unfinished dependency back to Pending.
+// steps with an unfinished dependency back to Pending. A held step (see Hold) is not
+// handed out: it stays Pending, and a Ready or Failed one goes back to Pending.
 func gate(recs map[string]Record) {
 	for id, r := range recs {
-		ok := depsDone(recs, r)
+		ok := depsDone(recs, r) && r.Held == ""
 		switch {
 		case r.State == Pending && ok:
 			r.State = Ready
 		case r.State == Ready && !ok:
 			r.State = Pending
+		case r.State == Failed && r.Held != "":
+			r.State = Pending
+			r.RetryAt = time.Time{}
 		default:
 			continue
 		}
@@ -167,8 +171,32 @@ func Regate(recs map[string]Record) []string {
 	return moved
 }
 
+// Hold keeps every step of the hosts in held (host -> why) from being handed out,
+// and releases the steps of every other host: held steps stay or go back to Pending
+// (a Running one finishes its run), released ones are gated again. It returns the
+// sorted IDs of the records whose hold or state changed.
+func Hold(recs map[string]Record, held map[string]string) []string {
+	before := make(map[string]Record, len(recs))
+	for id, r := range recs {
+		before[id] = r
+		if why := held[r.Host]; why != r.Held {
+			r.Held = why
+			recs[id] = r
+		}
+	}
+	gate(recs)
+	var moved []string
+	for id, r := range recs {
+		if b := before[id]; b.State != r.State || b.Held != r.Held {
+			moved = append(moved, id)
+		}
+	}
+	sort.Strings(moved)
+	return moved
+}
+
 func sameRecord(a, b Record) bool {
-	return a.ID == b.ID && a.Host == b.Host && a.Kind == b.Kind && a.InputsHash == b.InputsHash &&
+	return a.ID == b.ID && a.Host == b.Host && a.Kind == b.Kind && a.InputsHash == b.InputsHash && a.Held == b.Held &&
 		slices.Equal(a.Deps, b.Deps) && a.State == b.State && a.Attempts == b.Attempts &&
 		a.RetryAt.Equal(b.RetryAt) && slices.Equal(a.Drift, b.Drift)
 }

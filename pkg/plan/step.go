@@ -65,7 +65,10 @@ type Record struct {
 	RunID         string    `json:"runID,omitempty"`
 	FinishedRunID string    `json:"finishedRunID,omitempty"`
 	FinishedAt    time.Time `json:"finishedAt,omitempty"`
-	ModifyIndex   uint64    `json:"modifyIndex"`
+	// Held says why the step is kept Pending although its dependencies are done: its
+	// host's spec does not fit the facts the host reported (see Hold).
+	Held        string `json:"held,omitempty"`
+	ModifyIndex uint64 `json:"modifyIndex"`
 }
 
 // Runnable reports whether an agent should run the step at now.

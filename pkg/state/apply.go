@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,6 +43,9 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 	if errs := api.ValidateSet(b.File, newSite, all); len(errs) > 0 {
 		return errs
 	}
+	if errs := a.factsRefusals(b.File, newSite, all); len(errs) > 0 {
+		return errs
+	}
 
 	if m.Site != nil {
 		hash := api.SpecHash(m.Site.Spec)
@@ -79,6 +83,7 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		a.event(EventNormal, "host/"+name, "SpecChanged", fmt.Sprintf("host %s generation %d applied", name, gen))
 	}
 	a.t.Invalid = ""
+	a.checkFacts()
 	return a.replan()
 }
 
@@ -177,6 +182,9 @@ func (a *applier) replan() error {
 	}
 	a.recordAllocations(allocs)
 	next, changed := plan.Reconcile(desired, a.t.Steps)
+	if held := plan.Hold(next, a.held()); len(held) > 0 {
+		changed = slices.Compact(slices.Sorted(slices.Values(append(changed, held...))))
+	}
 	for _, id := range changed {
 		r, ok := next[id]
 		old, had := a.t.Steps[id]
@@ -315,6 +323,13 @@ func (a *applier) reportFacts(b ReportFacts) error {
 		return nil
 	}
 	h.Facts, h.FactsHash, h.FactsAt, h.ModifyIndex = b.Facts, b.Hash, a.now, a.idx
+	if a.checkFacts(b.Host) {
+		for _, id := range plan.Hold(a.t.Steps, a.held()) {
+			r := a.t.Steps[id]
+			r.ModifyIndex = a.idx
+			a.t.Steps[id] = r
+		}
+	}
 	return nil
 }
 
@@ -473,7 +488,7 @@ func (a *applier) refresh() {
 		cs := plan.HostConditions(plan.HostView{
 			Name: n, Generation: h.Host.Metadata.Generation, Enrolled: h.Enrolled,
 			Reachable: h.Reachable, ReachableReason: h.ReachableReason, ReachableMsg: h.ReachableMsg,
-			Steps: byHost[n],
+			Invalid: h.Invalid, Steps: byHost[n],
 		}, prev, a.now)
 		if !conditionsEqual(prev, cs) {
 			a.readyTransition("host/"+n, prev, cs)

@@ -33,7 +33,10 @@ type HostRecord struct {
 	Facts           json.RawMessage `json:"facts,omitempty"`
 	FactsHash       string          `json:"factsHash,omitempty"`
 	FactsAt         time.Time       `json:"factsAt,omitempty"`
-	ModifyIndex     uint64          `json:"modifyIndex"`
+	// Invalid is why the declared spec does not fit the reported facts
+	// (plan.CheckFacts), "" when it does; while set the host's steps are held.
+	Invalid     string `json:"invalid,omitempty"`
+	ModifyIndex uint64 `json:"modifyIndex"`
 }
 
 // TokenRecord is a join token without its secret.

@@ -1,6 +1,6 @@
 // Package hostspec is the contract between the planner and the host drivers: the
 // host.network, host.sysctl and host.hugepages step kinds and the plain-data inputs
-// the planner renders for them.
+// the planner renders for them, and the facts agents report about their hosts.
 //
 // It is kept apart from pkg/host so that the planner, which runs inside the
 // coordinator's Raft FSM, renders host steps without linking netlink. It imports no
