@@ -35,7 +35,7 @@ type Config struct {
 	// Unseal opens a sealed secret of the replicated state (the coordinators'
 	// data key; name is the seal's associated data).
 	Unseal func(name string, ciphertext []byte) ([]byte, error)
-	Log        *slog.Logger
+	Log    *slog.Logger
 	// Poll is how often a waiting application re-checks its gates and the cluster.
 	// Default 2s.
 	Poll time.Duration

@@ -139,8 +139,8 @@ func (e *env) runner() *Runner {
 		Kubeconfig: func() ([]byte, error) { return e.kc, nil },
 		// The test's secrets are stored unsealed: sealing is the coordinator's (tested there).
 		Unseal: func(_ string, ciphertext []byte) ([]byte, error) { return ciphertext, nil },
-		Log:        slog.New(slog.NewTextHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Poll:       200 * time.Millisecond,
+		Log:    slog.New(slog.NewTextHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Poll:   200 * time.Millisecond,
 	})
 }
 
