@@ -56,7 +56,7 @@ test-unit: ## every other package's tests (real netlink, memberlist, TLS...)
 test-flanneld: ## the bundle's flanneld (its own module): as root, against a real kube-apiserver and etcd in a netns
 	$(GO) -C deploy/bundle/flanneld test -count=1 -timeout 5m ./...
 
-test-e2e: bundle ## multi-process tests: coordinator clusters and (as root) the lab on booted hosts
+test-e2e: bundle demo-charts ## multi-process tests: coordinator clusters and (as root) the lab on booted hosts
 	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
 
 CHAOS_ROUNDS ?= 100
@@ -72,7 +72,7 @@ fuzz: ## fuzz the manifest decoder briefly
 
 test: deps k8s-bins vet test-race test-unit test-packages test-flanneld test-e2e test-chaos fuzz ## the full default suite (what CI runs)
 
-demo: bundle ## run the lab: booted hosts installed from the site bundle, until the site is Ready
+demo: bundle demo-charts ## run the lab: booted hosts installed from the site bundle, until the site is Ready and its demo application runs
 	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN) --bundle $(BUNDLE)
 
 demo-charts: ## pack examples/apps/*/charts/ into the archives the applications name (deterministic; gitignored)

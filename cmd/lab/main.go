@@ -31,7 +31,7 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
-	var dir, bin, manifest, bundleFile, runcWrapper string
+	var dir, bin, manifest, bundleFile, runcWrapper, app string
 	var timeout time.Duration
 	root := &cobra.Command{
 		Use:           "plinth-lab",
@@ -103,6 +103,11 @@ nodes. Everything keeps running afterwards; 'plinth-lab down' removes it all.`,
 					return fmt.Errorf("kubectl get nodes: %w", err)
 				}
 				fmt.Fprintf(out, "\nUse it:\n  %s --kubeconfig %s get pods -A\n  (or: %s/plinth-coordinator kubeconfig --write ~/.kube/config)\n", kubectl, kubeconfig, bin)
+				if app != "" {
+					if err := showApp(cmd.Context(), l, app, kubectl, kubeconfig, out, cmd.ErrOrStderr(), start); err != nil {
+						return fail(err)
+					}
+				}
 			}
 			fmt.Fprintf(out, "\nExplore:\n  export PLINTH_IDENTITY=%s\n  %s/plinth-coordinator get hosts\n  %s/plinth-coordinator describe host compute-0\n  %s/plinth-coordinator get events\n  sudo %s/plinth-lab exec compute-0 -- systemctl status plinth-agent\n\nRemove everything: make demo-down (or plinth-lab down --dir %s)\n",
 				l.Identity, bin, bin, bin, bin, dir)
@@ -114,6 +119,7 @@ nodes. Everything keeps running afterwards; 'plinth-lab down' removes it all.`,
 	up.Flags().StringVar(&bundleFile, "bundle", "", "site bundle (make bundle: dist/plinth-bundle-VERSION.tar) the hosts install from (required)")
 	up.Flags().StringVar(&runcWrapper, "runc-wrapper", "", "the lab profile's runc wrapper (default: BIN/runc-lab when present)")
 	up.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the site to be Ready")
+	up.Flags().StringVar(&app, "app", lab.DemoApp, "application to upload and apply once the cluster is up (\"\" for none; its archives: make demo-charts)")
 	_ = up.MarkFlagRequired("bundle")
 	down := &cobra.Command{
 		Use:     "down",

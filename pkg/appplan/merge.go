@@ -26,19 +26,34 @@ type Layer struct {
 // other value replaces; a null in a higher layer deletes the key). It returns the merged
 // values and the origin of every leaf, keyed by dotted path ("conf.ceph.enabled"; list
 // values are leaves, and so is an empty map). Inputs are not modified.
+//
+// Without a chart layer (what goes to Helm), a null stays in the result as null:
+// Helm then deletes the chart's own default of that key too, as `--set key=null`
+// would. With the chart layer given (`app overrides show`), nothing is below it and
+// the key is simply gone.
 func Merge(layers ...Layer) (merged map[string]any, origins map[string]string) {
 	merged, origins = map[string]any{}, map[string]string{}
+	keepNulls := true
 	for _, l := range layers {
-		mergeInto(merged, l.Values, "", l.Origin, origins)
+		keepNulls = keepNulls && l.Origin != OriginChart
+	}
+	for _, l := range layers {
+		mergeInto(merged, l.Values, "", l.Origin, origins, keepNulls)
 	}
 	return merged, origins
 }
 
-func mergeInto(dst, src map[string]any, prefix, origin string, origins map[string]string) {
+func mergeInto(dst, src map[string]any, prefix, origin string, origins map[string]string, keepNulls bool) {
 	for k, v := range src {
 		p := k
 		if prefix != "" {
 			p = prefix + "." + k
+		}
+		if v == nil && keepNulls {
+			dropOrigins(origins, p)
+			dst[k] = nil
+			origins[p] = origin
+			continue
 		}
 		if v == nil {
 			if _, ok := dst[k]; ok {
@@ -67,7 +82,7 @@ func mergeInto(dst, src map[string]any, prefix, origin string, origins map[strin
 			continue
 		}
 		delete(origins, p) // no longer an empty-map leaf
-		mergeInto(dm, sm, p, origin, origins)
+		mergeInto(dm, sm, p, origin, origins, keepNulls)
 		if len(dm) == 0 {
 			origins[p] = origin // every key deleted: an empty map is left
 		}

@@ -34,6 +34,13 @@ func TestMerge(t *testing.T) {
 				{OriginUser, map[string]any{"d": nil, "e": nil}},
 			},
 			map[string]any{}, map[string]string{}},
+		{"without the chart layer a null stays, for Helm to delete the chart's default",
+			[]Layer{
+				{OriginApplication, map[string]any{"a": map[string]any{"b": 1}, "d": 3}},
+				{OriginUser, map[string]any{"a": map[string]any{"b": nil}, "g": nil}},
+			},
+			map[string]any{"a": map[string]any{"b": nil}, "d": 3, "g": nil},
+			map[string]string{"a.b": OriginUser, "d": OriginApplication, "g": OriginUser}},
 		{"null deletes one nested key",
 			[]Layer{
 				{OriginChart, map[string]any{"a": map[string]any{"b": 1, "c": 2}}},

@@ -134,7 +134,7 @@ func TestAppUploadChecks(t *testing.T) {
 		{"values not a map", uploadOf(strings.Replace(demoApp, "      values:\n        port: 8080", "      values: [1, 2]", 1), good), http.StatusUnprocessableEntity,
 			"values"},
 		{"plinth-secret in values", uploadOf(strings.Replace(demoApp, "port: 8080", "password: "+secretref.Ref("generated/x/y"), 1), good), http.StatusUnprocessableEntity,
-			"applications[demo].spec.groups[infra].charts[web].values.password: holds a plinth-secret: reference"},
+			"applications[demo].spec.groups[infra].charts[web].values[password]: holds \"plinth-secret:generated/x/y\""},
 		{"site document", uploadOf("apiVersion: plinth.dev/v1alpha1\nkind: Site\nmetadata: {name: lab}\nspec: {controllers: [h1]}\n---\n"+demoApp, good), http.StatusUnprocessableEntity,
 			"holds exactly one Application document; this file holds a Site, 1 Application document(s)"},
 	} {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
 // TestLabKubernetes brings the demo's own site (examples/lab/site.yaml) up on booted
@@ -156,6 +159,71 @@ func TestLabKubernetes(t *testing.T) {
 		if out := mustK("exec", "hello-1", "--", "hello", "resolve", "hello.default.svc.cluster.local"); !strings.Contains(out, mustK("get", "svc", "hello", "-o", "jsonpath={.spec.clusterIP}")) {
 			t.Errorf("DNS: %q", out)
 		}
+	})
+
+	t.Run("the demo application: ordered groups, on the compute nodes, with the generated Ceph key, behind a Service", func(t *testing.T) {
+		name, err := l.InstallApp(ctx, filepath.Join("..", "..", lab.DemoApp), testLog{t}, 6*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec state.AppRecord
+		if _, err := e.cl.Do(ctx, "GET", wire.PathApp(name), nil, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status.State != api.AppApplied {
+			t.Fatalf("application %s is %s: %+v", name, rec.Status.State, rec.Status)
+		}
+		for _, c := range rec.Status.Charts {
+			if c.State != api.ChartDeployed || c.Revision != 1 {
+				t.Errorf("chart %s: %+v", c.Chart, c)
+			}
+		}
+		// One hello pod on each compute node (OpenStack-Helm's label), Running: the
+		// Secret volume they mount exists, or they would not start.
+		pods := mustK("-n", "demo", "get", "pods", "-l", "app.kubernetes.io/name=hello", "-o",
+			`jsonpath={range .items[*]}{.spec.nodeName}{" "}{.status.phase}{"\n"}{end}`)
+		if got := strings.Split(pods, "\n"); len(got) != 2 || !slices.Contains(got, "compute-0 Running") || !slices.Contains(got, "compute-1 Running") {
+			t.Errorf("hello pods:\n%s", pods)
+		}
+		// The generated Secret holds Ceph's own kube-rbd key.
+		out, err := l.Exec(ctx, l.Host("controller-0"), "ceph", "-f", "json", "auth", "get-key", "client.kube-rbd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var key struct {
+			Key string `json:"key"`
+		}
+		if err := json.Unmarshal([]byte(out), &key); err != nil || key.Key == "" {
+			t.Fatalf("client.kube-rbd key: %v %q", err, out)
+		}
+		b64 := mustK("-n", "demo", "get", "secret", "pvc-ceph-client-key", "-o", "jsonpath={.data.key}")
+		if got, _ := base64.StdEncoding.DecodeString(b64); string(got) != key.Key {
+			t.Error("Secret demo/pvc-ceph-client-key does not hold client.kube-rbd's key")
+		}
+		// Nothing secret in the values Helm stored or in the coordinators' events.
+		var evs []state.Event
+		if _, err := e.cl.Do(ctx, "GET", "/v1/events", nil, &evs); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(evs); strings.Contains(string(b), key.Key) {
+			t.Error("an event holds the Ceph key")
+		}
+		if vals := mustK("-n", "demo", "get", "secret", "-l", "owner=helm,name=hello", "-o", "jsonpath={.items[*].data.release}"); strings.Contains(vals, key.Key) {
+			t.Error("the hello release's record holds the Ceph key")
+		}
+		// The Service answers from both replicas.
+		seen := map[string]bool{}
+		poll.Until(t, 60*time.Second, "the demo Service answers from both compute nodes", func() error {
+			out, err := k("exec", "hello-0", "--", "hello", "get", "http://hello.demo.svc.cluster.local/")
+			if err != nil || !strings.Contains(out, "hello from") {
+				return fmt.Errorf("%v %s", err, out)
+			}
+			seen[strings.TrimSpace(out[strings.Index(out, "hello from"):])] = true
+			if len(seen) < 2 {
+				return fmt.Errorf("answers so far: %v", seen)
+			}
+			return nil
+		})
 	})
 
 	t.Run("re-applying the manifest and restarting agents re-run nothing", func(t *testing.T) {
