@@ -29,7 +29,7 @@ cluster by the leader coordinator (docs/applications.md). 'app upload' stores th
 document and its chart archives; 'app apply' installs it; overrides layer chart
 defaults, the application's values, the values Plinth generates from the site, and
 the operator's own ('app override set').`,
-		Example: `  plinth-coordinator app upload -f examples/demo-app/app.yaml
+		Example: `  plinth-coordinator app upload -f examples/apps/demo/application.yaml
   plinth-coordinator app apply demo --wait
   plinth-coordinator app status demo --watch`,
 	}

@@ -238,6 +238,12 @@ func (x *run) waitGates(ctx context.Context, cl *cluster, app *api.Application, 
 // (and the cluster-scoped ones). A Secret whose value Plinth does not have yet
 // (a Ceph user not created yet) is left out; a gate on it holds charts that need it.
 func (x *run) ensureObjects(ctx context.Context, cl *cluster, objects []appplan.Object, g api.ChartGroup) error {
+	appNamespaces := map[string]bool{}
+	for _, gg := range x.rec.Application.Spec.Groups {
+		for _, c := range gg.Charts {
+			appNamespaces[c.Namespace] = true
+		}
+	}
 	nss := map[string]bool{}
 	for _, c := range g.Charts {
 		nss[c.Namespace] = true
@@ -248,7 +254,10 @@ func (x *run) ensureObjects(ctx context.Context, cl *cluster, objects []appplan.
 		}
 	}
 	for _, o := range objects {
-		if o.Namespace != "" && !nss[o.Namespace] {
+		// Objects in another chart's namespace wait for that chart's group; those
+		// outside every chart namespace (the StorageClass and its Secret in
+		// kube-system) are the cluster's, made with the first group.
+		if o.Namespace != "" && !nss[o.Namespace] && appNamespaces[o.Namespace] {
 			continue
 		}
 		var data map[string][]byte

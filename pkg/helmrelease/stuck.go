@@ -3,11 +3,14 @@ package helmrelease
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"helm.sh/helm/v4/pkg/action"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 )
+
+const unlockDescription = "Release unlocked from stale"
 
 // unlock marks a stale pending revision failed, as Flux's helm-controller does:
 // Helm refuses every operation on a release whose latest revision is pending
@@ -15,7 +18,7 @@ import (
 // process that wrote it would ever finish it.
 func (d *Driver) unlock(cfg *action.Configuration, r *release.Release) (string, error) {
 	was := r.Info.Status
-	r.SetStatus(rcommon.StatusFailed, fmt.Sprintf("Release unlocked from stale %s state by plinth (the process applying it stopped)", was))
+	r.SetStatus(rcommon.StatusFailed, fmt.Sprintf("%s %s state by plinth (the process applying it stopped)", unlockDescription, was))
 	if err := cfg.Releases.Update(r); err != nil {
 		return "", fmt.Errorf("unlock revision %d from %s: %w", r.Version, was, err)
 	}
@@ -27,6 +30,15 @@ func (d *Driver) unlock(cfg *action.Configuration, r *release.Release) (string, 
 // to the last revision that deployed, or uninstall so that Apply installs afresh.
 // A protected release is never uninstalled.
 func (d *Driver) remediate(ctx context.Context, cfg *action.Configuration, req Request, failed *release.Release) ([]string, error) {
+	if req.Protected && !unlockedByUs(failed) {
+		// Kept as it failed until the operator applies again: then it is upgraded in
+		// place, never rolled back or reinstalled first.
+		if good, err := lastGood(cfg, req.Release, failed.Version); err != nil {
+			return nil, err
+		} else if good != nil {
+			return []string{fmt.Sprintf("protected: failed revision %d kept as it was and upgraded in place", failed.Version)}, nil
+		}
+	}
 	if req.Remediation != RemediateReinstall {
 		if good, err := lastGood(cfg, req.Release, failed.Version); err != nil {
 			return nil, err
@@ -39,13 +51,21 @@ func (d *Driver) remediate(ctx context.Context, cfg *action.Configuration, req R
 		}
 	}
 	if req.Protected {
-		return nil, fmt.Errorf("%w: revision %d failed (%s); it is kept for inspection: uninstall it, roll it back, or set protected: false", ErrProtected, failed.Version, failed.Info.Description)
+		// Never uninstalled: its data may be what the operator needs.
+		return nil, fmt.Errorf("%w: revision %d failed (%s) and no earlier revision deployed; it is kept: uninstall it yourself (or set protected: false) and apply again", ErrProtected, failed.Version, failed.Info.Description)
 	}
 	if err := d.uninstall(ctx, cfg, req.Release, req.Wait); err != nil {
 		return nil, fmt.Errorf("uninstall failed revision %d to reinstall: %w", failed.Version, err)
 	}
 	d.log.Info("helm release uninstalled to reinstall", "release", req.Release, "namespace", req.Namespace, "failed", failed.Version)
 	return []string{fmt.Sprintf("uninstalled failed revision %d to reinstall", failed.Version)}, nil
+}
+
+// unlockedByUs says the revision failed only because Plinth unlocked it from a
+// stale pending state (its process died): nothing to inspect, so even a protected
+// release is remediated.
+func unlockedByUs(r *release.Release) bool {
+	return strings.HasPrefix(r.Info.Description, unlockDescription)
 }
 
 // lastGood is the newest revision before `before` that deployed (deployed or
