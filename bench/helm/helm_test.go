@@ -34,7 +34,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/plinth-dev/plinth/internal/apiservertest"
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/apprunner"
 	"github.com/plinth-dev/plinth/pkg/helmrelease"
+	"github.com/plinth-dev/plinth/pkg/state"
 )
 
 const charts = 20
@@ -138,6 +141,7 @@ spec:
 
 type env struct {
 	b   *testing.B
+	kcb []byte // kubeconfig
 	d   *helmrelease.Driver
 	cs  kubernetes.Interface
 	kc  string // kubeconfig file
@@ -160,7 +164,7 @@ func newEnv(b *testing.B) *env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &env{b: b, d: d, cs: cs, kc: kc, dir: dir, cli: os.Getenv("PLINTH_HELM_CLI")}
+	return &env{b: b, kcb: c.Kubeconfig, d: d, cs: cs, kc: kc, dir: dir, cli: os.Getenv("PLINTH_HELM_CLI")}
 }
 
 // helm runs the CLI against the harness, with its own (empty) Helm home.
@@ -194,7 +198,7 @@ func BenchmarkInstall20(b *testing.B) {
 	req := func(i int, ns string) helmrelease.Request {
 		return helmrelease.Request{Release: fmt.Sprintf("c%02d", i), Namespace: ns, Chart: loaded[i]}
 	}
-	var sdk, noop, hooks, par, cliTime time.Duration
+	var sdk, noop, hooks, par, app, cliTime time.Duration
 	b.ResetTimer()
 	for n := range b.N {
 		ns := fmt.Sprintf("sdk-%d", n)
@@ -240,6 +244,10 @@ func BenchmarkInstall20(b *testing.B) {
 			b.Fatal(err)
 		}
 
+		// The same 20 as one Application (one parallel group) through the leader's
+		// runner: request → every chart deployed, its progress recorded in the state.
+		app += e.appApply(ctx, paths, fmt.Sprintf("app-%d", n))
+
 		if e.cli == "" {
 			continue
 		}
@@ -259,6 +267,7 @@ func BenchmarkInstall20(b *testing.B) {
 	fmt.Printf("  pkg/helmrelease, re-apply:     %v (no change, no revision)\n", per(noop, b.N))
 	fmt.Printf("  pkg/helmrelease, hooks only:   %v (one by one, no wait for readiness)\n", per(hooks, b.N))
 	fmt.Printf("  pkg/helmrelease, 20 parallel:  %v\n", per(par, b.N))
+	fmt.Printf("  app apply (pkg/apprunner):     %v (one parallel group: request -> applied, progress in the state)\n", per(app, b.N))
 	b.ReportMetric(float64(per(sdk, b.N).Milliseconds()), "sdk-ms/20")
 	b.ReportMetric(float64(per(par, b.N).Milliseconds()), "sdk-par-ms/20")
 	if e.cli == "" {
@@ -268,7 +277,73 @@ func BenchmarkInstall20(b *testing.B) {
 	fmt.Printf("  helm CLI, one by one:          %v (%v per chart; %s)\n", per(cliTime, b.N), per(cliTime, b.N*charts), e.cli)
 	fmt.Printf("  ratio CLI / SDK one by one:    %.2f\n", float64(cliTime)/float64(sdk))
 	fmt.Printf("  ratio CLI / SDK parallel:      %.2f\n", float64(cliTime)/float64(par))
+	fmt.Printf("  ratio CLI / app apply:         %.2f\n", float64(cliTime)/float64(app))
 	b.ReportMetric(float64(per(cliTime, b.N).Milliseconds()), "cli-ms/20")
+}
+
+// appApply uploads the archives as one Application (a single parallel group) into
+// a real state.Store, applies it with apprunner's runner and returns the time from
+// the apply request until the application is applied.
+func (e *env) appApply(ctx context.Context, paths []string, name string) time.Duration {
+	b := e.b
+	store := state.New(nil)
+	var mu sync.Mutex
+	var idx uint64
+	propose := func(_ context.Context, typ string, body any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		data, err := state.Encode(typ, time.Now(), body)
+		if err != nil {
+			return err
+		}
+		idx++
+		if err, ok := store.ApplyCommand(idx, data).(error); ok {
+			return err
+		}
+		return nil
+	}
+	group := api.ChartGroup{Name: "all"}
+	var archives []state.Archive
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := filepath.Base(p)
+		archives = append(archives, state.Archive{Name: base, Data: data})
+		c := strings.TrimSuffix(base, ".tgz")
+		group.Charts = append(group.Charts, api.Chart{Name: c, Release: c, Namespace: name, Source: api.ChartSource{Archive: base}})
+	}
+	app := api.Application{TypeMeta: api.TypeMeta{APIVersion: api.APIVersion, Kind: api.KindApplication},
+		Metadata: api.ObjectMeta{Name: name}, Spec: api.ApplicationSpec{Groups: []api.ChartGroup{group}}}
+	m := api.Manifest{Applications: []api.Application{app}}
+	m.Default()
+	if err := propose(ctx, state.CmdAppUpload, state.AppUpload{Application: m.Applications[0], Archives: archives}); err != nil {
+		b.Fatal(err)
+	}
+	r := apprunner.New(apprunner.Config{Store: store, Propose: propose,
+		Kubeconfig: func() ([]byte, error) { return e.kcb, nil },
+		Unseal:     func(_ string, c []byte) ([]byte, error) { return c, nil },
+		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)), Parallel: charts})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	start := time.Now()
+	if err := propose(ctx, state.CmdAppRequest, state.AppRequest{Name: name, Action: state.AppActionApply}); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		var rec state.AppRecord
+		store.Read(func(v state.View) { rec, _ = v.App(name) })
+		switch rec.Status.State {
+		case api.AppApplied:
+			return time.Since(start)
+		case api.AppApplyFailed:
+			b.Fatalf("app apply failed: %+v", rec.Status.Conditions)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // killMidUpgrade upgrades the release to the stuck chart in a child process and

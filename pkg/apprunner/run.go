@@ -347,7 +347,7 @@ func (x *run) release(ctx context.Context, cl *cluster, g api.ChartGroup, c api.
 	if !ok {
 		return nil, &state.AppRequestError{Msg: "request superseded"}
 	}
-	ch, err := x.load(rec, c)
+	ch, err := x.load(ctx, rec, c)
 	if err != nil {
 		return x.chartFailed(ctx, c, err)
 	}
@@ -389,10 +389,17 @@ func (x *run) chartFailed(ctx context.Context, c api.Chart, err error) (*chartEr
 	return &chartError{chart: c, err: err}, x.commit(ctx)
 }
 
-// load returns a chart's archive, from the replicated state.
-func (x *run) load(rec state.AppRecord, c api.Chart) (*helmrelease.Chart, error) {
+// load returns a chart: an uploaded archive from the replicated state, or one
+// fetched from its OCI registry or chart repository (every apply fetches again,
+// so a moved tag is followed; the release's chart digest says what ran).
+func (x *run) load(ctx context.Context, rec state.AppRecord, c api.Chart) (*helmrelease.Chart, error) {
 	if c.Source.Archive == "" {
-		return nil, fmt.Errorf("source: only uploaded archives are installed by this build (source.oci and source.repo are not yet)")
+		s := c.Source
+		data, err := helmrelease.Fetch(ctx, helmrelease.Source{OCI: s.OCI, Repo: s.Repo, Chart: s.Chart, Version: s.Version}, x.r.cfg.Fetch)
+		if err != nil {
+			return nil, err
+		}
+		return helmrelease.LoadChart(data)
 	}
 	var ar state.ArchiveRecord
 	var ok bool

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/helmrelease"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	// Poll is how often a waiting application re-checks its gates and the cluster.
 	// Default 2s.
 	Poll time.Duration
+	// Fetch says how charts from OCI registries and chart repositories are
+	// reached (the zero value: HTTPS with the host's trust).
+	Fetch helmrelease.FetchOptions
 	// Parallel bounds the charts of one parallel group installed at once. Default 8.
 	Parallel int
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +87,9 @@ type env struct {
 	kc      []byte
 	logBuf  *syncBuffer
 	secrets map[string][]byte
+	// repo is a chart repository (TLS) serving the web chart.
+	repo      string
+	repoTrust *http.Client
 }
 
 type syncBuffer struct {
@@ -112,6 +117,19 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{t: t, store: state.New(nil), kube: kube, kc: c.Kubeconfig, logBuf: &syncBuffer{}}
 	e.log = &localLog{s: e.store}
+	web := configChart(t, "web")
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/index.yaml":
+			fmt.Fprint(w, "apiVersion: v1\nentries:\n  web:\n  - {name: web, version: 0.1.0, urls: [web-0.1.0.tgz]}\n")
+		case "/web-0.1.0.tgz":
+			_, _ = w.Write(web)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	e.repo, e.repoTrust = srv.URL, srv.Client()
 	m, err := api.Decode("site.yaml", []byte(siteYAML))
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +159,7 @@ func (e *env) runner() *Runner {
 		Unseal: func(_ string, ciphertext []byte) ([]byte, error) { return ciphertext, nil },
 		Log:    slog.New(slog.NewTextHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Poll:   200 * time.Millisecond,
+		Fetch:  helmrelease.FetchOptions{HTTPClient: e.repoTrust},
 	})
 }
 
@@ -262,7 +281,7 @@ spec:
   - name: web
     gates: [{nodesLabelled: {label: role=web}}, {chart: config}]
     charts:
-    - {name: web, source: {archive: web-0.1.0.tgz}, namespace: demo, values: {greeting: from-app}}
+    - {name: web, source: {repo: "REPO", chart: web, version: 0.1.0}, namespace: demo, values: {greeting: from-app}}
 `
 
 const appV2 = appV1 + `    - {name: slow, source: {archive: slow-0.1.0.tgz}, namespace: demo, wait: {timeoutSeconds: 120}}
@@ -270,6 +289,7 @@ const appV2 = appV1 + `    - {name: slow, source: {archive: slow-0.1.0.tgz}, nam
 
 func (e *env) upload(y string, update bool, archives ...state.Archive) {
 	e.t.Helper()
+	y = strings.ReplaceAll(y, "REPO", e.repo)
 	e.must(state.CmdAppUpload, state.AppUpload{File: "app.yaml", Application: decodeApp(e.t, y), Archives: archives, Update: update})
 }
 
@@ -311,16 +331,14 @@ func markDeploymentsReady(ctx context.Context, kube kubernetes.Interface, ns str
 	}
 }
 
-// TestApplicationLifecycleRealAPIServer drives one application through install
+// TestApplicationLifecycleRealAPIServer drives one application (one chart uploaded,
+// one from a chart repository) through install
 // (with gates the test satisfies), an override change, an update, an abort, a
 // leader change in the middle of an apply, and removal, on a real API server.
 func TestApplicationLifecycleRealAPIServer(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	archives := []state.Archive{
-		{Name: "config-0.1.0.tgz", Data: configChart(t, "config")},
-		{Name: "web-0.1.0.tgz", Data: configChart(t, "web")},
-	}
+	archives := []state.Archive{{Name: "config-0.1.0.tgz", Data: configChart(t, "config")}}
 	e.upload(appV1, false, archives...)
 	d, err := helmrelease.New(e.kc, nil)
 	if err != nil {
