@@ -170,6 +170,9 @@ func (x *run) apply(ctx context.Context) error {
 		return &state.AppRequestError{Msg: "request superseded"}
 	}
 	app := rec.Application
+	if err := x.waitPasswords(ctx, &app); err != nil {
+		return err
+	}
 	objects := appplan.Objects(f, &app)
 	for _, g := range app.Spec.Groups {
 		if err := x.waitGates(ctx, cl, &app, g); err != nil {
@@ -197,6 +200,32 @@ func (x *run) apply(ctx context.Context) error {
 	})
 	x.event(state.EventNormal, "", "ApplicationApplied", fmt.Sprintf("application %s generation %d applied: %d charts deployed", x.name, app.Metadata.Generation, n))
 	return x.commit(ctx)
+}
+
+// waitPasswords waits until the leader has generated the application's passwords
+// (pkg/coordinator makes them within a second of the upload).
+func (x *run) waitPasswords(ctx context.Context, app *api.Application) error {
+	for {
+		var missing []string
+		x.r.cfg.Store.Read(func(v state.View) {
+			for _, p := range app.Spec.Passwords {
+				if _, ok := v.Secret(appplan.PasswordSecret(app.Metadata.Name, p)); !ok {
+					missing = append(missing, p)
+				}
+			}
+		})
+		if len(missing) == 0 {
+			return nil
+		}
+		if err := x.progress(ctx, "waiting for the generated passwords "+strings.Join(missing, ", "), nil); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(x.r.cfg.Poll):
+		}
+	}
 }
 
 // waitGates waits until the group's gates are met, saying what it waits for.

@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,16 +203,25 @@ func TestLabKubernetes(t *testing.T) {
 		if got, _ := base64.StdEncoding.DecodeString(b64); string(got) != key.Key {
 			t.Error("Secret demo/pvc-ceph-client-key does not hold client.kube-rbd's key")
 		}
+		// The generated password reached the cluster as a Secret only.
+		pw64 := mustK("-n", "demo", "get", "secret", "demo-passwords", "-o", "jsonpath={.data.admin}")
+		pw, _ := base64.StdEncoding.DecodeString(pw64)
+		if len(pw) != 24 {
+			t.Errorf("Secret demo/demo-passwords admin is %d bytes, want a generated 24-character password", len(pw))
+		}
 		// Nothing secret in the values Helm stored or in the coordinators' events.
 		var evs []state.Event
 		if _, err := e.cl.Do(ctx, "GET", "/v1/events", nil, &evs); err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := json.Marshal(evs); strings.Contains(string(b), key.Key) {
-			t.Error("an event holds the Ceph key")
+		if b, _ := json.Marshal(evs); strings.Contains(string(b), key.Key) || strings.Contains(string(b), string(pw)) {
+			t.Error("an event holds the Ceph key or the password")
 		}
-		if vals := mustK("-n", "demo", "get", "secret", "-l", "owner=helm,name=hello", "-o", "jsonpath={.items[*].data.release}"); strings.Contains(vals, key.Key) {
-			t.Error("the hello release's record holds the Ceph key")
+		for _, rel := range []string{"hello", "demo-config"} {
+			rec := mustK("-n", "demo", "get", "secret", "-l", "owner=helm,name="+rel, "-o", "jsonpath={.items[*].data.release}")
+			if plain := helmRecords(t, rec); strings.Contains(plain, key.Key) || strings.Contains(plain, string(pw)) {
+				t.Errorf("release %s's record holds the Ceph key or the password", rel)
+			}
 		}
 		// The Service answers from both replicas.
 		seen := map[string]bool{}
@@ -314,6 +326,29 @@ func TestLabKubernetes(t *testing.T) {
 }
 
 // finished maps every step to when it last finished.
+// helmRecords decodes Helm's release records as kubectl prints their data field
+// (base64 of the base64 of gzipped JSON, space-separated) into their JSON.
+func helmRecords(t *testing.T, data string) string {
+	var out strings.Builder
+	for _, f := range strings.Fields(data) {
+		b, err := base64.StdEncoding.DecodeString(f)
+		if err == nil {
+			b, err = base64.StdEncoding.DecodeString(string(b))
+		}
+		if err == nil {
+			var zr *gzip.Reader
+			if zr, err = gzip.NewReader(bytes.NewReader(b)); err == nil {
+				b, err = io.ReadAll(zr)
+			}
+		}
+		if err != nil {
+			t.Fatalf("a Helm release record: %v", err)
+		}
+		out.Write(b)
+	}
+	return out.String()
+}
+
 func (e *labEnv) finished() map[string]time.Time {
 	e.t.Helper()
 	var steps []plan.Record
