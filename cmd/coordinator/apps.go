@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -550,6 +551,23 @@ Kubernetes Secrets, which the values only name.`,
 
 // writeOriginYAML writes values as block YAML, keys sorted, each leaf (a scalar or
 // a list, written in flow style) followed by "# origin".
+// plainKey is a mapping key YAML reads as the same string without quotes.
+var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// yamlKey writes a key plainly when YAML would read it back unchanged (not
+// true/false/null/yes/no and the like), else quoted.
+func yamlKey(k string) string {
+	switch strings.ToLower(k) {
+	case "true", "false", "yes", "no", "on", "off", "null", "y", "n", "~":
+	default:
+		if plainKey.MatchString(k) {
+			return k
+		}
+	}
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
 func writeOriginYAML(w io.Writer, v map[string]any, origins map[string]string, prefix string, depth int) {
 	keys := make([]string, 0, len(v))
 	for k := range v {
@@ -562,7 +580,7 @@ func writeOriginYAML(w io.Writer, v map[string]any, origins map[string]string, p
 		if prefix != "" {
 			p = prefix + "." + k
 		}
-		key, _ := json.Marshal(k)
+		key := yamlKey(k)
 		if m, ok := v[k].(map[string]any); ok && len(m) > 0 {
 			fmt.Fprintf(w, "%s%s:\n", indent, key)
 			writeOriginYAML(w, m, origins, p, depth+1)

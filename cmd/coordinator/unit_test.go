@@ -44,16 +44,16 @@ func TestUnitVerifies(t *testing.T) {
 
 // overrides show: block YAML, one "# origin" per leaf, that parses back to the values.
 func TestWriteOriginYAML(t *testing.T) {
-	vals := map[string]any{"port": float64(8080), "nested": map[string]any{"a": "x y", "list": []any{float64(1), "b"}}, "empty": map[string]any{}}
-	origins := map[string]string{"port": "application", "nested.a": "chart", "nested.list": "user", "empty": "chart"}
+	vals := map[string]any{"port": float64(8080), "nested": map[string]any{"a": "x y", "list": []any{float64(1), "b"}}, "empty": map[string]any{}, "yes": true, "a b": "c"}
+	origins := map[string]string{"port": "application", "nested.a": "chart", "nested.list": "user", "empty": "chart", "yes": "system", "a b": "user"}
 	var b strings.Builder
 	writeOriginYAML(&b, vals, origins, "", 0)
-	want := "\"empty\": {}  # chart\n\"nested\":\n  \"a\": \"x y\"  # chart\n  \"list\": [1,\"b\"]  # user\n\"port\": 8080  # application\n"
+	want := "\"a b\": \"c\"  # user\nempty: {}  # chart\nnested:\n  a: \"x y\"  # chart\n  list: [1,\"b\"]  # user\nport: 8080  # application\n\"yes\": true  # system\n"
 	if b.String() != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 	var back map[string]any
-	if err := yaml.Unmarshal([]byte(b.String()), &back); err != nil || back["port"] != float64(8080) {
+	if err := yaml.Unmarshal([]byte(b.String()), &back); err != nil || back["port"] != float64(8080) || back["yes"] != true || back["a b"] != "c" {
 		t.Fatalf("does not parse back: %v %v", err, back)
 	}
 }
