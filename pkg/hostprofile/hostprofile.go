@@ -27,6 +27,11 @@ type Profile struct {
 	// KubeProxyKeepsConntrack stops kube-proxy writing the conntrack sysctls, which
 	// are machine-wide and read-only on such a host.
 	KubeProxyKeepsConntrack bool
+	// KubeletEvictionHard replaces kubelet's hard eviction thresholds: lab hosts'
+	// root filesystems are directories on the machine's one disk, shared with
+	// everything else it runs, so kubelet's defaults (nodefs under 10 %, imagefs
+	// under 15 % free) would evict the lab's pods over space other work took.
+	KubeletEvictionHard map[string]string
 }
 
 // RuncLab is where the lab installs its runc wrapper (cmd/runc-lab) in every host.
@@ -43,6 +48,9 @@ var NspawnLab = Profile{
 	AllowCgroupV1:           true,
 	PreflightIgnores:        []string{"SystemVerification", "FileContent--proc-sys-net-ipv4-ip_forward"},
 	KubeProxyKeepsConntrack: true,
+	KubeletEvictionHard: map[string]string{
+		"memory.available": "100Mi", "nodefs.available": "1%", "nodefs.inodesFree": "1%", "imagefs.available": "1%",
+	},
 }
 
 var known = map[string]Profile{NspawnLab.Name: NspawnLab}

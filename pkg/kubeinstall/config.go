@@ -3,6 +3,7 @@ package kubeinstall
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -82,6 +83,9 @@ func (d InitDocs) ForHost(p hostprofile.Profile) InitDocs {
 		no := false
 		d.Kubelet.FailCgroupV1 = &no
 		d.keepKubelet = append(d.keepKubelet, "failCgroupV1")
+	}
+	if len(p.KubeletEvictionHard) > 0 {
+		d.Kubelet.EvictionHard = maps.Clone(p.KubeletEvictionHard)
 	}
 	if p.KubeProxyKeepsConntrack {
 		zero := int32(0)

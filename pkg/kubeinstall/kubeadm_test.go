@@ -189,12 +189,12 @@ func TestInitDocsForHostProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"failCgroupV1: false", "maxPerCore: 0", "tcpCloseWaitTimeout: 0s", "tcpEstablishedTimeout: 0s"} {
+	for _, want := range []string{"failCgroupV1: false", "imagefs.available: 1%", "maxPerCore: 0", "tcpCloseWaitTimeout: 0s", "tcpEstablishedTimeout: 0s"} {
 		if !strings.Contains(string(y), want) {
 			t.Errorf("rendered init config lacks %q:\n%s", want, y)
 		}
 	}
-	if y, _ := real.YAML(); strings.Contains(string(y), "failCgroupV1") || strings.Contains(string(y), "conntrack") {
+	if y, _ := real.YAML(); strings.Contains(string(y), "failCgroupV1") || strings.Contains(string(y), "conntrack") || strings.Contains(string(y), "evictionHard") {
 		t.Errorf("a real host's config names profile fields:\n%s", y)
 	}
 	j := JoinForHost(JoinConfiguration{}, hostprofile.NspawnLab)
