@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/wire"
@@ -58,9 +60,8 @@ func TestSnapshotKills(t *testing.T) {
 	k.restart()
 
 	began := time.Now()
-	x := k.bigState("x")
 	y := k.bigState("y")
-	k.restore(x)
+	x := k.bigState("x")
 	t.Logf("big state: %d tokens, %.1f MB; made in %s", snapKillTokens, float64(len(x))/1e6, time.Since(began).Round(time.Millisecond))
 
 	k.saveKills(rounds)
@@ -123,12 +124,15 @@ func (k *snapKiller) logSinceStart() string {
 	return string(b[k.logAt:])
 }
 
+// export reads the whole state, once the restarted coordinator has applied its log.
 func (k *snapKiller) export() []byte {
 	k.t.Helper()
 	var buf bytes.Buffer
-	if _, err := k.cl.Do(k.ctx, "GET", wire.PathSnapshot+"?consistent", nil, &buf); err != nil {
-		k.t.Fatal(err)
-	}
+	poll.Until(k.t, 30*time.Second, "the state can be read", func() error {
+		buf.Reset()
+		_, err := k.cl.Do(k.ctx, "GET", wire.PathSnapshot+"?consistent", nil, &buf)
+		return err
+	})
 	return buf.Bytes()
 }
 
@@ -139,7 +143,8 @@ func (k *snapKiller) restore(snap []byte) {
 	}
 }
 
-// bigState is an export of the current state with snapKillTokens token records added.
+// bigState restores the current state with snapKillTokens token records added, and
+// returns its export.
 func (k *snapKiller) bigState(prefix string) []byte {
 	k.t.Helper()
 	var tok wire.TokenResponse
@@ -161,12 +166,17 @@ func (k *snapKiller) bigState(prefix string) []byte {
 	if model == nil {
 		k.t.Fatalf("token %s not in the export", tok.ID)
 	}
+	for id := range toks {
+		if strings.HasPrefix(id, "big-") { // another big state's
+			delete(toks, id)
+		}
+	}
 	for i := range snapKillTokens {
 		rec := map[string]any{}
 		for f, v := range model {
 			rec[f] = v
 		}
-		id := fmt.Sprintf("%s-%06d", prefix, i)
+		id := fmt.Sprintf("big-%s-%06d", prefix, i)
 		rec["id"], rec["name"] = id, id
 		toks[id] = rec
 	}
@@ -175,7 +185,8 @@ func (k *snapKiller) bigState(prefix string) []byte {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	return out
+	k.restore(out)
+	return k.export()
 }
 
 // writers create tokens until stop is closed; acked are the ones acknowledged.
@@ -244,8 +255,10 @@ func (k *snapKiller) saveKills(rounds int) {
 	close(stop)
 	wait()
 	slices.Sort(saves)
-	window := saves[len(saves)/2]
-	t.Logf("raft snapshot save: %v (median %s)", saves, window)
+	// The shortest save seen is the window: a kill at a random point of it lands inside
+	// most saves (the directory is seen a little after it is made).
+	window := saves[0]
+	t.Logf("raft snapshot save of the big state: %s to %s (seen from its temporary directory)", saves[0].Round(time.Millisecond), saves[len(saves)-1].Round(time.Millisecond))
 
 	landed := 0
 	var took []time.Duration
@@ -267,8 +280,7 @@ func (k *snapKiller) saveKills(rounds int) {
 		}
 		close(stop)
 		acked := wait()
-		restart := k.restart()
-		k.checkStart(fmt.Sprintf("save round %d", round))
+		restart := k.restartChecked(fmt.Sprintf("save round %d", round))
 		after := k.export()
 		if err := contains(before, after); err != nil {
 			t.Errorf("save round %d: state before the kill not all there after: %v", round, err)
@@ -291,8 +303,8 @@ func (k *snapKiller) startupKills(rounds int) {
 	k.c.Proc.Kill()
 	began := time.Now()
 	k.restart()
-	window := k.restoredAfter(began)
-	t.Logf("start-up: restore from the snapshot done %s after start", window.Round(time.Millisecond))
+	from, to := k.loggedAfter(began, "starting restore from snapshot"), k.loggedAfter(began, "restored from snapshot")
+	t.Logf("start-up: restore from the snapshot from %s to %s after start", from.Round(time.Millisecond), to.Round(time.Millisecond))
 	if err := equalState(before, k.export()); err != nil {
 		t.Fatalf("after a plain restart: %v", err)
 	}
@@ -310,7 +322,7 @@ func (k *snapKiller) startupKills(rounds int) {
 		if err := k.l.StartCoordinator(k.c); err != nil {
 			t.Fatal(err)
 		}
-		delay := time.Duration(k.r.Int64N(int64(window)*5/4 + 1))
+		delay := from + time.Duration(k.r.Int64N(int64(to-from)+1))
 		time.Sleep(delay)
 		k.c.Proc.Kill()
 		logged := k.logSinceStart()
@@ -322,8 +334,7 @@ func (k *snapKiller) startupKills(rounds int) {
 			phase = 1
 		}
 		counts[phase]++
-		restart := k.restart()
-		k.checkStart(fmt.Sprintf("start-up round %d", round))
+		restart := k.restartChecked(fmt.Sprintf("start-up round %d", round))
 		if err := equalState(before, k.export()); err != nil {
 			t.Errorf("start-up round %d: %v", round, err)
 		}
@@ -334,29 +345,19 @@ func (k *snapKiller) startupKills(rounds int) {
 	t.Logf("start-up restore kills: %d before the restore began, %d inside it, %d after it; mean round %s", counts[0], counts[1], counts[2], mean(took))
 }
 
-// restoredAfter is how long after began the current start logged its restore.
-func (k *snapKiller) restoredAfter(began time.Time) time.Duration {
-	// Log lines carry wall-clock times; the restart has finished, so read the line's time.
+// loggedAfter is how long after began the current start logged msg.
+func (k *snapKiller) loggedAfter(began time.Time, msg string) time.Duration {
+	k.t.Helper()
 	for _, line := range strings.Split(k.logSinceStart(), "\n") {
-		if !strings.Contains(line, "restored from snapshot") {
-			continue
-		}
 		var rec struct {
 			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
 		}
-		if json.Unmarshal([]byte(line), &rec) == nil && !rec.Time.IsZero() {
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
 			return rec.Time.Sub(began)
 		}
-		if i := strings.Index(line, "time="); i >= 0 {
-			f := strings.Fields(line[i+5:])
-			if len(f) > 0 {
-				if ts, err := time.Parse(time.RFC3339Nano, f[0]); err == nil {
-					return ts.Sub(began)
-				}
-			}
-		}
 	}
-	k.t.Fatalf("no restore from a snapshot logged at start-up:\n%s", k.logSinceStart())
+	k.t.Fatalf("%q not logged at start-up:\n%s", msg, k.logSinceStart())
 	return 0
 }
 
@@ -393,8 +394,7 @@ func (k *snapKiller) restoreKills(rounds int, x, y []byte) {
 		} else {
 			inFlight++
 		}
-		restart := k.restart()
-		k.checkStart(fmt.Sprintf("restore round %d", round))
+		restart := k.restartChecked(fmt.Sprintf("restore round %d", round))
 		after := k.export()
 		eqNew, eqOld := equalState(target, after), equalState(before, after)
 		switch {
@@ -421,14 +421,14 @@ func (k *snapKiller) writeSome(n int) {
 	}
 }
 
-// checkStart checks the restarted coordinator left no unfinished snapshot behind and
-// that every snapshot it keeps passes its CRC and decodes as state.
-func (k *snapKiller) checkStart(round string) {
+// restartChecked checks what the killed coordinator left on disk, starts it again
+// and checks the start: every finished snapshot passes its CRC and decodes as state;
+// the start loads the newest of them (never an unfinished one) and removes the
+// unfinished ones. It returns how long the start took.
+func (k *snapKiller) restartChecked(round string) time.Duration {
 	t := k.t
-	if ts := k.tmpSnaps(); len(ts) > 0 {
-		t.Errorf("%s: unfinished snapshots left after restart: %v", round, ts)
-	}
-	store, err := raft.NewFileSnapshotStore(filepath.Dir(k.snapDir()), 3, os.Stderr)
+	t.Helper()
+	store, err := raft.NewFileSnapshotStore(filepath.Dir(k.snapDir()), 3, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func (k *snapKiller) checkStart(round string) {
 		t.Fatal(err)
 	}
 	if len(metas) == 0 {
-		t.Errorf("%s: no snapshot on disk", round)
+		t.Errorf("%s: no finished snapshot on disk", round)
 	}
 	for _, m := range metas {
 		_, rc, err := store.Open(m.ID)
@@ -454,9 +454,30 @@ func (k *snapKiller) checkStart(round string) {
 			t.Errorf("%s: snapshot %s does not decode: %v", round, m.ID, err)
 		}
 	}
+	unfinished := k.tmpSnaps()
+	took := k.restart()
+	loaded := ""
+	for _, line := range strings.Split(k.logSinceStart(), "\n") {
+		var rec struct {
+			Msg string `json:"msg"`
+			ID  string `json:"id"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "restored from snapshot" {
+			loaded = rec.ID
+		}
+	}
+	if len(metas) > 0 && loaded != metas[0].ID {
+		t.Errorf("%s: start-up loaded snapshot %q, want the newest finished one %s", round, loaded, metas[0].ID)
+	}
 	if strings.Contains(k.logSinceStart(), "failed to restore snapshot") {
 		t.Errorf("%s: a snapshot failed to restore at start-up", round)
 	}
+	for _, u := range unfinished {
+		if slices.Contains(k.tmpSnaps(), u) {
+			t.Errorf("%s: unfinished snapshot %s still there after the restart", round, u)
+		}
+	}
+	return took
 }
 
 // stateTables are an export's tables without what changes by itself: the index and
