@@ -61,11 +61,12 @@ test-e2e: bundle demo-charts ## multi-process tests: coordinator clusters and (a
 
 CHAOS_ROUNDS ?= 100
 CHAOS_SEED ?= 0
-chaos: bundle ## randomised faults over the lab, invariants checked each round (CHAOS_ROUNDS=100; CHAOS_SEED=N replays a seed)
-	PLINTH_BUNDLE=$(abspath $(BUNDLE)) PLINTH_CHAOS_ROUNDS=$(CHAOS_ROUNDS) PLINTH_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -tags "$(TAGS)" -count=1 -timeout 300m -v -run '^TestChaos$$' ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go| {8}|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+SNAPSHOT_KILLS ?= 20
+chaos: bundle ## randomised faults over the lab, invariants checked each round (CHAOS_ROUNDS=100; CHAOS_SEED=N replays a seed), and SNAPSHOT_KILLS=20 kill -9s in each snapshot phase
+	PLINTH_BUNDLE=$(abspath $(BUNDLE)) PLINTH_CHAOS_ROUNDS=$(CHAOS_ROUNDS) PLINTH_CHAOS_SEED=$(CHAOS_SEED) PLINTH_SNAPSHOT_KILLS=$(SNAPSHOT_KILLS) $(GO) test -tags "$(TAGS)" -count=1 -timeout 300m -v -run '^(TestChaos|TestSnapshotKills)$$' ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go| {8}|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
 
 test-chaos: ## the short chaos run make test includes (10 rounds)
-	$(MAKE) --no-print-directory chaos CHAOS_ROUNDS=10
+	$(MAKE) --no-print-directory chaos CHAOS_ROUNDS=10 SNAPSHOT_KILLS=0
 
 fuzz: ## fuzz the manifest decoder briefly
 	$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./pkg/api/

@@ -137,7 +137,8 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) (uint
 			return idx, nil
 		}
 		lastErr = err
-		if ctx.Err() != nil {
+		var pw *partialWriteError
+		if ctx.Err() != nil || errors.As(err, &pw) {
 			return 0, lastErr
 		}
 		var ae *Error
@@ -175,13 +176,41 @@ func (c *Client) once(ctx context.Context, addr, method, path string, body []byt
 		return idx, nil
 	}
 	if w, ok := out.(io.Writer); ok {
-		_, err = io.Copy(w, resp.Body)
-		return idx, err
+		cw := &countingWriter{w: w}
+		if _, err := io.Copy(cw, resp.Body); err != nil {
+			err = fmt.Errorf("coordinator %s: read %s: %w", addr, path, err)
+			if cw.n > 0 {
+				return 0, &partialWriteError{err}
+			}
+			return 0, err
+		}
+		return idx, nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return 0, fmt.Errorf("coordinator %s: decode %s: %w", addr, path, err)
 	}
 	return idx, nil
+}
+
+// partialWriteError is a failure after part of a response body reached the caller's
+// io.Writer: asking another coordinator would append a second body to the first (a
+// `snapshot save` file that is half one copy and then another), so Do stops there.
+type partialWriteError struct{ err error }
+
+func (e *partialWriteError) Error() string {
+	return e.err.Error() + " (after part of the body was written)"
+}
+func (e *partialWriteError) Unwrap() error { return e.err }
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Blocking appends Consul-style blocking parameters to a path.

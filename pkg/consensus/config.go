@@ -56,6 +56,10 @@ const (
 	transportTimeout  = 10 * time.Second
 	boltOpenTimeout   = time.Second
 	dbFile            = "raft.db"
+	// snapshotsDir and snapshotTmpSuffix are where raft.FileSnapshotStore keeps
+	// snapshots and how it names one being written.
+	snapshotsDir      = "snapshots"
+	snapshotTmpSuffix = ".tmp"
 )
 
 func (c *Config) logger() *slog.Logger {

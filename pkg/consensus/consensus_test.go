@@ -241,6 +241,48 @@ func TestSnapshotAndRestore(t *testing.T) {
 	waitList(t, a2, want)
 }
 
+// A process killed during a snapshot save leaves the snapshot's temporary directory:
+// the next Open removes it, never loads it, and restores the last finished snapshot.
+func TestUnfinishedSnapshotRemovedOnOpen(t *testing.T) {
+	h := newHarness(t)
+	a := h.open(h.config("a"))
+	bootstrap(t, a)
+	var want []string
+	for i := range 10 {
+		cmd := fmt.Sprintf("s%d", i)
+		mustApply(t, a, cmd)
+		want = append(want, cmd)
+	}
+	if err := a.Snapshot(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	mustApply(t, a, "after")
+	want = append(want, "after")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What a save killed half-way leaves: a newer snapshot's directory, torn state.
+	torn := filepath.Join(a.cfg.DataDir, "snapshots", "9-999-1700000000000.tmp")
+	if err := os.MkdirAll(torn, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"state.bin": `["s0","s1`, "meta.json": `{"ID":"9-999-1700000000000","Index":999,"Term":9}`} {
+		if err := os.WriteFile(filepath.Join(torn, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a2 := h.reopen(a)
+	if _, err := os.Stat(torn); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unfinished snapshot still there after open: %v", err)
+	}
+	if n := a2.fsm.restoreCount(); n != 1 {
+		t.Fatalf("FSM restored %d times on open, want 1 (the finished snapshot)", n)
+	}
+	waitLeader(t, a2)
+	waitList(t, a2, want)
+}
+
 func TestForeignCARejected(t *testing.T) {
 	h := newHarness(t)
 	a := h.open(h.config("a"))

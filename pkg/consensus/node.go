@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,14 +129,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 }
 
 // openStores opens DataDir/raft.db (log and stable store) and the snapshot
-// store. The bolt open times out if another process holds the database.
+// store. The bolt open times out if another process holds the database; once it is
+// ours, snapshots a killed process left unfinished are removed (see
+// removeUnfinishedSnapshots).
 func openStores(dir string, log *slog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("consensus: create data dir: %w", err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, newHCLog(log, "raft-snapshot"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("consensus: open snapshot store: %w", err)
 	}
 	path := filepath.Join(dir, dbFile)
 	store, err := raftboltdb.New(raftboltdb.Options{
@@ -145,7 +144,42 @@ func openStores(dir string, log *slog.Logger) (*raftboltdb.BoltStore, *raft.File
 	if err != nil {
 		return nil, nil, fmt.Errorf("consensus: open %s (is raft running on it elsewhere?): %w", path, err)
 	}
+	if err := removeUnfinishedSnapshots(filepath.Join(dir, snapshotsDir), log); err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, newHCLog(log, "raft-snapshot"))
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, fmt.Errorf("consensus: open snapshot store: %w", err)
+	}
 	return store, snaps, nil
+}
+
+// removeUnfinishedSnapshots deletes the temporary directories of snapshots whose
+// save never finished (the process died before the rename that completes one). Raft
+// never loads them, but never removes them either: each kill during a save would
+// otherwise leave a whole state's copy on disk for good. Only call it while holding
+// raft.db, so no live save is removed.
+func removeUnfinishedSnapshots(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("consensus: read %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), snapshotTmpSuffix) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("consensus: remove unfinished snapshot %s: %w", p, err)
+		}
+		log.Warn("consensus: removed a snapshot whose save never finished", "path", p)
+	}
+	return nil
 }
 
 // ID returns this node's raft server ID.

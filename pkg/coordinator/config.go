@@ -35,6 +35,11 @@ type Config struct {
 	Profile string `json:"profile,omitempty"`
 	// AgentCertTTL is the lifetime of agent certificates (default 24h).
 	AgentCertTTL Duration `json:"agentCertTTL,omitempty"`
+	// RaftSnapshotThreshold and RaftSnapshotInterval set how many new log entries, checked
+	// how often, make Raft compact its log into a snapshot (zero: the consensus defaults).
+	// Tests set them small to snapshot often.
+	RaftSnapshotThreshold uint64   `json:"raftSnapshotThreshold,omitempty"`
+	RaftSnapshotInterval  Duration `json:"raftSnapshotInterval,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "30s".

@@ -89,7 +89,9 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 			}
 			return nil
 		},
-		Witness: cfg.Witness,
+		Witness:           cfg.Witness,
+		SnapshotThreshold: cfg.RaftSnapshotThreshold,
+		SnapshotInterval:  time.Duration(cfg.RaftSnapshotInterval),
 		IsWitness: func(id raft.ServerID) bool {
 			w := false
 			store.Read(func(v state.View) {
