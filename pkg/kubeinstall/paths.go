@@ -5,14 +5,17 @@ import "path/filepath"
 // Host paths. kubeadm's own are fixed by kubeadm; Plinth's live under /etc/plinth so
 // that `kubeadm reset` never removes them.
 const (
-	manifestsDir      = "/etc/kubernetes/manifests"
-	pkiDir            = "/etc/kubernetes/pki"
-	adminConf         = "/etc/kubernetes/admin.conf"
-	superAdminConf    = "/etc/kubernetes/super-admin.conf"
-	kubeletConf       = "/etc/kubernetes/kubelet.conf"
-	kubeletConfigFile = "/var/lib/kubelet/config.yaml"
-	apiServerManifest = manifestsDir + "/kube-apiserver.yaml"
-	vipManifest       = manifestsDir + "/kube-vip.yaml"
+	manifestsDir   = "/etc/kubernetes/manifests"
+	pkiDir         = "/etc/kubernetes/pki"
+	adminConf      = "/etc/kubernetes/admin.conf"
+	superAdminConf = "/etc/kubernetes/super-admin.conf"
+	kubeletConf    = "/etc/kubernetes/kubelet.conf"
+	// The control-plane components' kubeconfigs, renewed by `kubeadm certs renew all`.
+	controllerManagerConf = "/etc/kubernetes/controller-manager.conf"
+	schedulerConf         = "/etc/kubernetes/scheduler.conf"
+	kubeletConfigFile     = "/var/lib/kubelet/config.yaml"
+	apiServerManifest     = manifestsDir + "/kube-apiserver.yaml"
+	vipManifest           = manifestsDir + "/kube-vip.yaml"
 
 	kubeadmDir   = "/etc/plinth/kubeadm"
 	patchesDir   = "/etc/plinth/kubeadm/patches"

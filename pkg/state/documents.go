@@ -45,7 +45,7 @@ var documents = map[string]documentTable{
 			if !ok {
 				return nil, 0, false
 			}
-			d := HostDetail{Host: h, Steps: v.Steps(name)}
+			d := HostDetail{Host: h, Steps: v.Steps(name), Certificates: v.Certificates(name)}
 			idx := h.ModifyIndex
 			for _, st := range d.Steps {
 				idx = max(idx, st.ModifyIndex)
@@ -92,6 +92,9 @@ type HostDetail struct {
 	Host   HostRecord    `json:"host"`
 	Steps  []plan.Record `json:"steps"`
 	Events []Event       `json:"events"`
+	// Certificates are every certificate that concerns the host and when each
+	// expires: its agent's, its coordinator's, kubeadm's on a controller, the site CA.
+	Certificates []api.CertValidity `json:"certificates,omitempty"`
 }
 
 func documentTableOf(kind string) (documentTable, error) {
