@@ -417,8 +417,32 @@ func describeWords() []string {
 // documentDescribes prints `describe` for each document kind whose row says
 // Describe (TestEveryDocumentKindPrints keeps them so).
 var documentDescribes = map[string]func(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error{
+	api.KindSite:        describeSite,
 	api.KindHost:        describeHost,
 	api.KindApplication: describeApp,
+}
+
+func describeSite(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error {
+	var d state.SiteDetail
+	if _, err := c.Do(ctx, "GET", path, nil, &d); err != nil {
+		return err
+	}
+	return g.emit(w, d, func(tw *tabwriter.Writer) {
+		s := d.Site.Site
+		fmt.Fprintf(tw, "Name:\t%s\nControllers:\t%s\nWitness:\t%s\nGeneration:\t%d (observed %d)\n",
+			s.Metadata.Name, strings.Join(s.Spec.Controllers, ","), dash(s.Spec.Witness), s.Metadata.Generation, s.Status.ObservedGeneration)
+		fmt.Fprintln(tw, "\nConditions:")
+		conditionTable(tw, s.Status.Conditions)
+		certTable(tw, d.Certificates, time.Now())
+		fmt.Fprintln(tw, "\nEvents:")
+		evs := d.Events
+		if len(evs) > 20 {
+			evs = evs[len(evs)-20:]
+		}
+		for _, e := range evs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, e.Message)
+		}
+	})
 }
 
 func describeHost(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error {

@@ -74,6 +74,26 @@ func (a *applier) expiryTransitions(object string, prev, next []api.Condition) {
 // certificate.
 func (v View) SiteCerts() plan.SiteCerts { return v.t.Certs }
 
+// coordinatorCerts lists the site CA and each coordinator's certificate, named
+// "coordinator <name>", for `describe site`.
+func (v View) coordinatorCerts() []api.CertValidity {
+	var out []api.CertValidity
+	if !v.t.Certs.CA.NotAfter.IsZero() {
+		out = append(out, v.t.Certs.CA)
+	}
+	names := make([]string, 0, len(v.t.Certs.Coordinators))
+	for n := range v.t.Certs.Coordinators {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := v.t.Certs.Coordinators[n]
+		c.Name = plan.CertCoordinator + " " + n
+		out = append(out, c)
+	}
+	return out
+}
+
 // Certificates lists every certificate that concerns host, for `describe host`:
 // its own (agent, coordinator), kubeadm's on a controller, and the site CA.
 func (v View) Certificates(host string) []api.CertValidity {
