@@ -53,7 +53,9 @@ func TestIntegrationCertificateExpiry(t *testing.T) {
 	defer cancel()
 	cctx, cstop := context.WithCancel(ctx)
 	cdone := make(chan error, 1)
-	go func() { cdone <- coordinator.Run(cctx, cdir, coordinator.RunOptions{Logger: log.With("who", "coordinator")}) }()
+	go func() {
+		cdone <- coordinator.Run(cctx, cdir, coordinator.RunOptions{Logger: log.With("who", "coordinator")})
+	}()
 	t.Cleanup(func() {
 		cstop()
 		select {
@@ -125,11 +127,11 @@ func TestIntegrationCertificateExpiry(t *testing.T) {
 	stop := start()
 	for i, prev := 0, serial(); i < 2; i++ {
 		poll.Until(t, 2*ttl, fmt.Sprintf("renewal %d", i+1), func() error {
-			if s := serial(); s == prev {
+			s := serial()
+			if s == prev {
 				return errors.New("serial unchanged")
-			} else {
-				prev = s
 			}
+			prev = s
 			return nil
 		})
 		if c := expiring(detail()); c.Status != api.ConditionFalse {
