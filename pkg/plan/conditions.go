@@ -48,7 +48,7 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 			busy = append(busy, s)
 		}
 	}
-	c := conds{gen: h.Generation, now: now, prev: prev}
+	c := conds{gen: h.Generation, now: now, prev: prev, out: make([]api.Condition, 0, 9)}
 
 	reach := h.Reachable
 	if reach == "" {

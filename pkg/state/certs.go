@@ -17,18 +17,18 @@ var expiryConditions = []string{api.ConditionCertificateExpiring, api.ConditionK
 // not from the backdated NotBefore) and, for a coordinator of the same name, the
 // coordinator certificate the leader recorded. One pass over the identity table.
 func (t *tables) identityCerts() map[string][]api.CertValidity {
-	agent := map[string]api.CertValidity{}
+	out := make(map[string][]api.CertValidity, len(t.Hosts))
 	for _, id := range t.Identities {
 		if id.Role != "agent" || id.Revoked != "" {
 			continue
 		}
-		if c, ok := agent[id.Name]; !ok || id.NotAfter.After(c.NotAfter) {
-			agent[id.Name] = api.CertValidity{Name: plan.CertAgent, NotBefore: id.IssuedAt, NotAfter: id.NotAfter}
+		c := api.CertValidity{Name: plan.CertAgent, NotBefore: id.IssuedAt, NotAfter: id.NotAfter}
+		switch have := out[id.Name]; {
+		case have == nil:
+			out[id.Name] = []api.CertValidity{c}
+		case id.NotAfter.After(have[0].NotAfter):
+			have[0] = c
 		}
-	}
-	out := make(map[string][]api.CertValidity, len(agent))
-	for n, c := range agent {
-		out[n] = append(out[n], c)
 	}
 	for n, c := range t.Certs.Coordinators {
 		if h, ok := t.Hosts[n]; ok && h.Declared {
