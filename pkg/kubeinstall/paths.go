@@ -5,17 +5,14 @@ import "path/filepath"
 // Host paths. kubeadm's own are fixed by kubeadm; Plinth's live under /etc/plinth so
 // that `kubeadm reset` never removes them.
 const (
-	manifestsDir   = "/etc/kubernetes/manifests"
-	pkiDir         = "/etc/kubernetes/pki"
-	adminConf      = "/etc/kubernetes/admin.conf"
-	superAdminConf = "/etc/kubernetes/super-admin.conf"
-	kubeletConf    = "/etc/kubernetes/kubelet.conf"
-	// The control-plane components' kubeconfigs, renewed by `kubeadm certs renew all`.
-	controllerManagerConf = "/etc/kubernetes/controller-manager.conf"
-	schedulerConf         = "/etc/kubernetes/scheduler.conf"
-	kubeletConfigFile     = "/var/lib/kubelet/config.yaml"
-	apiServerManifest     = manifestsDir + "/kube-apiserver.yaml"
-	vipManifest           = manifestsDir + "/kube-vip.yaml"
+	manifestsDir      = "/etc/kubernetes/manifests"
+	pkiDir            = "/etc/kubernetes/pki"
+	adminConf         = "/etc/kubernetes/admin.conf"
+	superAdminConf    = "/etc/kubernetes/super-admin.conf"
+	kubeletConf       = "/etc/kubernetes/kubelet.conf"
+	kubeletConfigFile = "/var/lib/kubelet/config.yaml"
+	apiServerManifest = manifestsDir + "/kube-apiserver.yaml"
+	vipManifest       = manifestsDir + "/kube-vip.yaml"
 
 	kubeadmDir   = "/etc/plinth/kubeadm"
 	patchesDir   = "/etc/plinth/kubeadm/patches"
@@ -27,6 +24,12 @@ const (
 	// keepalived (kube.vip's default provider) is Debian's package and unit.
 	keepalivedConf = "/etc/keepalived/keepalived.conf"
 	keepalivedUnit = "keepalived.service"
+)
+
+// The control-plane components' kubeconfigs, renewed by `kubeadm certs renew all`.
+const (
+	controllerManagerConf = "/etc/kubernetes/controller-manager.conf"
+	schedulerConf         = "/etc/kubernetes/scheduler.conf"
 )
 
 // Paths places every host path under Root; Root is empty on a real host and a
