@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall"
 )
 
 func newRun(g *globals) *cobra.Command {
@@ -79,6 +81,7 @@ steps and feeds the watchdog.`,
 				Registry:         reg,
 				Notify:           func(s string) { _, _ = daemon.SdNotify(false, s) },
 				WatchdogInterval: wd / 2,
+				KubeCertificates: func() []api.CertValidity { return kubeinstall.CertificateValidity("") },
 			})
 		},
 	}

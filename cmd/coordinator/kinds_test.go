@@ -73,7 +73,7 @@ func TestDescribeKind(t *testing.T) {
 		t.Errorf("unknown step kind: %v", err)
 	}
 	for args, want := range map[string]string{
-		"describe site x": `describe: unknown kind "site": want host, application or kind`,
+		"describe pods x": `describe: unknown kind "pods": want site, host, application or kind`,
 		"delete site x":   `delete: unknown kind "site": want host or application`,
 		"get pods":        `unknown kind "pods": want site, hosts, applications, steps, events, tokens or kinds`,
 	} {

@@ -324,6 +324,36 @@ func conditionTable(tw *tabwriter.Writer, cs []api.Condition) {
 	}
 }
 
+// certTable prints when each certificate expires, and how long that is from now.
+func certTable(tw *tabwriter.Writer, certs []api.CertValidity, now time.Time) {
+	if len(certs) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "\nCertificates:")
+	fmt.Fprintln(tw, "CERTIFICATE\tISSUED\tEXPIRES\tLEFT")
+	for _, c := range certs {
+		left := "expired"
+		if d := c.NotAfter.Sub(now); d > 0 {
+			left = humanDuration(d)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.NotBefore.Local().Format(time.RFC3339), c.NotAfter.Local().Format(time.RFC3339), left)
+	}
+}
+
+// humanDuration is d in its largest useful unit: 400d, 5h, 42s.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	case d >= 2*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	case d >= 2*time.Minute:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	default:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	}
+}
+
 func stepTable(tw *tabwriter.Writer, steps []plan.Record) {
 	fmt.Fprintln(tw, "STEP\tSTATE\tATTEMPTS\tINPUTS\tAPPLIED\tLAST")
 	for _, s := range steps {
@@ -387,8 +417,32 @@ func describeWords() []string {
 // documentDescribes prints `describe` for each document kind whose row says
 // Describe (TestEveryDocumentKindPrints keeps them so).
 var documentDescribes = map[string]func(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error{
+	api.KindSite:        describeSite,
 	api.KindHost:        describeHost,
 	api.KindApplication: describeApp,
+}
+
+func describeSite(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error {
+	var d state.SiteDetail
+	if _, err := c.Do(ctx, "GET", path, nil, &d); err != nil {
+		return err
+	}
+	return g.emit(w, d, func(tw *tabwriter.Writer) {
+		s := d.Site.Site
+		fmt.Fprintf(tw, "Name:\t%s\nControllers:\t%s\nWitness:\t%s\nGeneration:\t%d (observed %d)\n",
+			s.Metadata.Name, strings.Join(s.Spec.Controllers, ","), dash(s.Spec.Witness), s.Metadata.Generation, s.Status.ObservedGeneration)
+		fmt.Fprintln(tw, "\nConditions:")
+		conditionTable(tw, s.Status.Conditions)
+		certTable(tw, d.Certificates, time.Now())
+		fmt.Fprintln(tw, "\nEvents:")
+		evs := d.Events
+		if len(evs) > 20 {
+			evs = evs[len(evs)-20:]
+		}
+		for _, e := range evs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05"), e.Type, e.Reason, e.Message)
+		}
+	})
 }
 
 func describeHost(g *globals, ctx context.Context, c *client.Client, w io.Writer, path string) error {
@@ -405,6 +459,7 @@ func describeHost(g *globals, ctx context.Context, c *client.Client, w io.Writer
 		}
 		fmt.Fprintln(tw, "\nConditions:")
 		conditionTable(tw, h.Host.Status.Conditions)
+		certTable(tw, d.Certificates, time.Now())
 		fmt.Fprintln(tw, "\nSteps:")
 		stepTable(tw, d.Steps)
 		fmt.Fprintln(tw, "\nEvents:")

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
@@ -42,6 +43,10 @@ type Config struct {
 	Notify func(string)
 	// WatchdogInterval is how often WATCHDOG=1 is sent; 0 sends none.
 	WatchdogInterval time.Duration
+	// KubeCertificates, if set, reads the certificates kubeadm made on this host
+	// (kubeinstall.CertificateValidity); they are reported with the facts, so the
+	// coordinators warn before they expire.
+	KubeCertificates func() []api.CertValidity
 }
 
 func (c Config) withDefaults() Config {

@@ -5,8 +5,21 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/host"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
+
+// gatherWith gathers the host's facts and adds kubeadm's certificates from kube.
+func gatherWith(kube func() []api.CertValidity) func(context.Context) (host.Facts, error) {
+	return func(ctx context.Context) (host.Facts, error) {
+		f, err := host.Gather(ctx)
+		if err == nil && kube != nil {
+			f.KubeCertificates = kube()
+		}
+		return f, err
+	}
+}
 
 // factsLoop gathers the host's facts at start and every FactsInterval, and posts
 // them only when their hash changed since the last accepted post.

@@ -39,7 +39,7 @@ type DocumentKind struct {
 
 var documentKinds = []DocumentKind{
 	{
-		Kind: KindSite, Name: "site", Resource: "site", Singleton: true,
+		Kind: KindSite, Name: "site", Resource: "site", Singleton: true, Describe: true,
 		Type:  reflect.TypeFor[Site](),
 		Short: "the whole cloud: controllers, networks, Kubernetes, Ceph, OVS",
 		start: func(d *decoder, doc int, obj map[string]any) (string, any, bool) {

@@ -304,7 +304,25 @@ const (
 	ConditionDrifted     = "Drifted"
 	// ConditionFaultTolerant says whether the site survives losing any one controller.
 	ConditionFaultTolerant = "FaultTolerant"
+	// ConditionCertificateExpiring is True on a host whose agent or coordinator
+	// certificate nears expiry without having been renewed (docs/operations.md).
+	ConditionCertificateExpiring = "CertificateExpiring"
+	// ConditionKubeCertificatesExpiring is True on a controller whose kubeadm
+	// control-plane certificates expire within 30 days.
+	ConditionKubeCertificatesExpiring = "KubeCertificatesExpiring"
+	// ConditionCAExpiring is True on the site when the site CA nears expiry.
+	ConditionCAExpiring = "CAExpiring"
 )
+
+// CertValidity is when one certificate is valid, as Plinth observed it: what
+// `describe` shows and the expiry conditions judge. NotBefore is when it was issued
+// (without the backdating for clock skew where Plinth knows better).
+type CertValidity struct {
+	// Name says which certificate: "agent", "coordinator", "site CA", or a file.
+	Name      string    `json:"name"`
+	NotBefore time.Time `json:"notBefore"`
+	NotAfter  time.Time `json:"notAfter"`
+}
 
 // Condition is a Kubernetes-style status condition.
 type Condition struct {

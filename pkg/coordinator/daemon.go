@@ -68,6 +68,11 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 	if err != nil {
 		return err
 	}
+	own, err := pki.ParseCert(bundle.CertPEM)
+	if err != nil {
+		return fmt.Errorf("coordinator: own certificate: %w", err)
+	}
+	peers := &peerCerts{}
 	store := state.New(log)
 	raftTLS, err := bundle.ServerTLS(pki.RequireRole(pki.RoleCoordinator))
 	if err != nil {
@@ -84,6 +89,7 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 			if id.Role != pki.RoleCoordinator {
 				return fmt.Errorf("raft peer %q has role %s, not coordinator", id.Name, id.Role)
 			}
+			peers.see(id.Name, c)
 			if at, ok := fences[id.Name]; ok && c.NotBefore.Before(at) {
 				return fmt.Errorf("raft peer %q was fenced by `recover --force-single` at %s; wipe it and join it again", id.Name, at.Format(time.RFC3339))
 			}
@@ -132,7 +138,7 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 		apiLn.Close()
 		return fmt.Errorf("coordinator: join listen: %w", err)
 	}
-	d := &daemon{cfg: cfg, log: log, store: store, node: node, srv: srv, bundle: bundle, dataKey: dataKey}
+	d := &daemon{cfg: cfg, log: log, store: store, node: node, srv: srv, bundle: bundle, dataKey: dataKey, caCert: ca.Cert, ownCert: own, peers: peers}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -170,6 +176,11 @@ type daemon struct {
 	srv     *server.Server
 	bundle  pki.Bundle
 	dataKey []byte
+	// caCert and ownCert are the site CA's and this coordinator's certificates,
+	// peers the other coordinators' as Raft saw them (recordCertificates).
+	caCert  *x509.Certificate
+	ownCert *x509.Certificate
+	peers   *peerCerts
 
 	mu   sync.Mutex
 	pool *membership.Pool
@@ -307,6 +318,9 @@ func (d *daemon) lead(ctx context.Context) {
 		}
 		if err := d.rotateGossipKey(ctx, rot); err != nil {
 			d.log.Warn("leader: gossip key rotation", "err", err)
+		}
+		if err := d.recordCertificates(ctx); err != nil {
+			d.log.Warn("leader: record certificates", "err", err)
 		}
 		d.reconcileReachability(ctx, time.Now().After(grace))
 		select {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
 // Option configures the drivers.
@@ -30,7 +31,7 @@ type options struct {
 }
 
 // DefaultRenewBefore is how early certificate expiry is acted on or reported.
-const DefaultRenewBefore = 30 * 24 * time.Hour
+const DefaultRenewBefore = kubespec.CertWarnBefore
 
 func newOptions(stateDir string, opts []Option) *options {
 	o := &options{

@@ -26,6 +26,12 @@ const (
 	keepalivedUnit = "keepalived.service"
 )
 
+// The control-plane components' kubeconfigs, renewed by `kubeadm certs renew all`.
+const (
+	controllerManagerConf = "/etc/kubernetes/controller-manager.conf"
+	schedulerConf         = "/etc/kubernetes/scheduler.conf"
+)
+
 // Paths places every host path under Root; Root is empty on a real host and a
 // temporary directory in tests.
 type Paths struct {

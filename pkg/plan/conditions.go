@@ -21,6 +21,11 @@ type HostView struct {
 	// "" when it does or no facts are known.
 	Invalid string
 	Steps   []Record
+	// Certs are the host's own certificates (agent; coordinator on controllers),
+	// KubeCerts kubeadm's control-plane certificates it reported; each judged only
+	// when known (IdentityExpiry, KubeExpiry).
+	Certs     []api.CertValidity
+	KubeCerts []api.CertValidity
 }
 
 // HostConditions computes a host's conditions. prev carries the last transition times.
@@ -43,7 +48,7 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 			busy = append(busy, s)
 		}
 	}
-	c := conds{gen: h.Generation, now: now, prev: prev}
+	c := conds{gen: h.Generation, now: now, prev: prev, out: make([]api.Condition, 0, 9)}
 
 	reach := h.Reachable
 	if reach == "" {
@@ -70,6 +75,14 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 		c.set(api.ConditionDrifted, api.ConditionTrue, "HostChanged", stepMsg(h.Name, drifted[0], len(drifted)))
 	} else {
 		c.set(api.ConditionDrifted, api.ConditionFalse, "InSync", "")
+	}
+	if len(h.Certs) > 0 {
+		st, reason, msg := IdentityExpiry(h.Name, h.Certs, now)
+		c.set(api.ConditionCertificateExpiring, st, reason, msg)
+	}
+	if len(h.KubeCerts) > 0 {
+		st, reason, msg := KubeExpiry(h.Name, h.KubeCerts, now)
+		c.set(api.ConditionKubeCertificatesExpiring, st, reason, msg)
 	}
 	unfinished := len(blocked) + len(failed) + len(busy)
 	if unfinished > 0 {
@@ -136,7 +149,10 @@ func FaultTolerance(spec api.SiteSpec) (status, reason, msg string) {
 // SiteConditions rolls hosts up onto the site: the site is Ready when every host is,
 // and each condition's message names the first host holding it back. FaultTolerant
 // comes from the site's topology (see FaultTolerance); it does not affect Ready.
-func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedConditions, prev []api.Condition, now time.Time) []api.Condition {
+// CAExpiring judges certs.CA once recorded; CertificateExpiring rolls up the hosts'
+// certificate conditions and judges coordinators that are not hosts. Neither affects
+// Ready: they warn ahead, while everything still works.
+func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedConditions, certs SiteCerts, prev []api.Condition, now time.Time) []api.Condition {
 	hs := append([]NamedConditions(nil), hosts...)
 	sort.Slice(hs, func(i, j int) bool { return hs[i].Name < hs[j].Name })
 	c := conds{gen: gen, now: now, prev: prev}
@@ -155,6 +171,29 @@ func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedC
 			c.set(t, api.ConditionTrue, "HostsAffected", fmt.Sprintf("%d host(s); first: %s", n, first))
 		} else {
 			c.set(t, api.ConditionFalse, "NoHostsAffected", "")
+		}
+	}
+	if !certs.CA.NotAfter.IsZero() {
+		st, reason, msg := CAExpiry(certs.CA, now)
+		c.set(api.ConditionCAExpiring, st, reason, msg)
+		n, first := countTrue(hs, api.ConditionCertificateExpiring)
+		k, kfirst := countTrue(hs, api.ConditionKubeCertificatesExpiring)
+		if n == 0 {
+			first = kfirst
+		}
+		n += k
+		for _, name := range sortedKeys(certs.Coordinators) {
+			if st, _, msg := IdentityExpiry(name, []api.CertValidity{certs.Coordinators[name]}, now); st == api.ConditionTrue {
+				if n == 0 {
+					first = msg
+				}
+				n++
+			}
+		}
+		if n > 0 {
+			c.set(api.ConditionCertificateExpiring, api.ConditionTrue, "CertificatesAffected", fmt.Sprintf("%d certificate condition(s); first: %s", n, first))
+		} else {
+			c.set(api.ConditionCertificateExpiring, api.ConditionFalse, "NoCertificatesAffected", "")
 		}
 	}
 	notReady, first, reason := 0, "", ""

@@ -233,12 +233,12 @@ func TestSiteConditionsNameFirstHost(t *testing.T) {
 	good := HostConditions(HostView{Name: "a", Enrolled: true, Reachable: api.ConditionTrue}, nil, t0)
 	bad := HostConditions(HostView{Name: "compute-1", Enrolled: true, Reachable: api.ConditionTrue,
 		Steps: []Record{{Step: step("compute-1/ovs.dpdk", "1"), State: Failed, Attempts: 1, LastResult: &driver.Result{Error: "dpdk_initialized=false"}}}}, nil, t0)
-	cs := SiteConditions(1, "", api.SiteSpec{Controllers: []string{"a"}}, []NamedConditions{{"a", good}, {"compute-1", bad}}, nil, t0)
+	cs := SiteConditions(1, "", api.SiteSpec{Controllers: []string{"a"}}, []NamedConditions{{"a", good}, {"compute-1", bad}}, SiteCerts{}, nil, t0)
 	r := Find(cs, api.ConditionReady)
 	if r.Status != api.ConditionFalse || !strings.Contains(r.Message, "host compute-1 step k.ovs.dpdk: failed") {
 		t.Fatalf("site Ready = %+v", r)
 	}
-	all := SiteConditions(1, "", api.SiteSpec{Controllers: []string{"a"}}, []NamedConditions{{"a", good}}, nil, t0)
+	all := SiteConditions(1, "", api.SiteSpec{Controllers: []string{"a"}}, []NamedConditions{{"a", good}}, SiteCerts{}, nil, t0)
 	if Find(all, api.ConditionReady).Status != api.ConditionTrue {
 		t.Fatal("site with all hosts ready is not Ready")
 	}
@@ -279,7 +279,7 @@ func TestFaultTolerance(t *testing.T) {
 		{api.SiteSpec{Controllers: []string{"c0"}}, api.ConditionFalse, "SingleController"},
 	}
 	for _, tt := range tests {
-		cs := SiteConditions(1, "", tt.spec, nil, nil, t0)
+		cs := SiteConditions(1, "", tt.spec, nil, SiteCerts{}, nil, t0)
 		c := Find(cs, api.ConditionFaultTolerant)
 		if c == nil || c.Status != tt.status || c.Reason != tt.reason {
 			t.Errorf("%+v: FaultTolerant = %+v", tt.spec, c)

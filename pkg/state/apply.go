@@ -323,6 +323,10 @@ func (a *applier) reportFacts(b ReportFacts) error {
 		return nil
 	}
 	h.Facts, h.FactsHash, h.FactsAt, h.ModifyIndex = b.Facts, b.Hash, a.now, a.idx
+	h.KubeCerts = nil
+	if f, ok := hostFacts(h); ok {
+		h.KubeCerts = f.KubeCertificates
+	}
 	if a.checkFacts(b.Host) {
 		for _, id := range plan.Hold(a.t.Steps, a.held()) {
 			r := a.t.Steps[id]
@@ -473,6 +477,7 @@ func (a *applier) refresh() {
 	for _, r := range a.t.Steps {
 		byHost[r.Host] = append(byHost[r.Host], r)
 	}
+	ids := a.t.identityCerts()
 	var named []plan.NamedConditions
 	names := make([]string, 0, len(a.t.Hosts))
 	for n := range a.t.Hosts {
@@ -488,10 +493,11 @@ func (a *applier) refresh() {
 		cs := plan.HostConditions(plan.HostView{
 			Name: n, Generation: h.Host.Metadata.Generation, Enrolled: h.Enrolled,
 			Reachable: h.Reachable, ReachableReason: h.ReachableReason, ReachableMsg: h.ReachableMsg,
-			Invalid: h.Invalid, Steps: byHost[n],
+			Invalid: h.Invalid, Steps: byHost[n], Certs: ids[n], KubeCerts: h.KubeCerts,
 		}, prev, a.now)
 		if !conditionsEqual(prev, cs) {
 			a.readyTransition("host/"+n, prev, cs)
+			a.expiryTransitions("host/"+n, prev, cs)
 			h.Host.Status.Conditions = cs
 			h.Host.Status.ObservedGeneration = h.Host.Metadata.Generation
 			h.ModifyIndex = a.idx
@@ -502,9 +508,10 @@ func (a *applier) refresh() {
 		return
 	}
 	prev := a.t.Site.Site.Status.Conditions
-	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, a.t.Site.Site.Spec, named, prev, a.now)
+	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, a.t.Site.Site.Spec, named, a.t.siteCerts(), prev, a.now)
 	if !conditionsEqual(prev, cs) {
 		a.readyTransition("site/"+a.t.Site.Site.Metadata.Name, prev, cs)
+		a.expiryTransitions("site/"+a.t.Site.Site.Metadata.Name, prev, cs)
 		a.t.Site.Site.Status.Conditions = cs
 		a.t.Site.Site.Status.ObservedGeneration = a.t.Site.Site.Metadata.Generation
 		a.t.Site.ModifyIndex = a.idx

@@ -7,6 +7,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
 // CommandVersion is the encoding version this build writes. Apply refuses newer ones
@@ -42,6 +43,9 @@ const (
 	CmdRemoveCoordinator = "RemoveCoordinator"
 	CmdRecordEvent       = "RecordEvent"
 	CmdRestore           = "Restore"
+	// CmdRecordCertificates records the CA's and coordinators' certificate validity;
+	// the leader proposes it when they change or an expiry condition falls due.
+	CmdRecordCertificates = "RecordCertificates"
 	// CmdNoop changes nothing: a follower commits one to learn an index to read at.
 	CmdNoop = "Noop"
 )
@@ -90,6 +94,12 @@ type RenewIdentity struct {
 	OldSerial string    `json:"oldSerial"`
 	Serial    string    `json:"serial"`
 	NotAfter  time.Time `json:"notAfter"`
+}
+
+// RecordCertificates replaces the recorded validity of the site CA and of every
+// coordinator's certificate (the first coordinator's is in no identity record).
+type RecordCertificates struct {
+	Certs plan.SiteCerts `json:"certs"`
 }
 
 // ConfirmIdentity records that the holder of certificate Serial used it: the

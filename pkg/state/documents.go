@@ -30,6 +30,19 @@ var documents = map[string]documentTable{
 			}
 			return site, site.ModifyIndex
 		},
+		describe: func(v View, name string) (any, uint64, bool) {
+			site, ok := v.Site()
+			if !ok || site.Site.Metadata.Name != name {
+				return nil, 0, false
+			}
+			d := SiteDetail{Site: site, Certificates: v.coordinatorCerts()}
+			for _, e := range v.Events(0) {
+				if strings.HasPrefix(e.Object, "site/") || strings.HasPrefix(e.Object, "coordinator/") {
+					d.Events = append(d.Events, e)
+				}
+			}
+			return d, site.ModifyIndex, true
+		},
 	},
 	api.KindHost: {
 		list: func(v View) (any, uint64) {
@@ -45,7 +58,7 @@ var documents = map[string]documentTable{
 			if !ok {
 				return nil, 0, false
 			}
-			d := HostDetail{Host: h, Steps: v.Steps(name)}
+			d := HostDetail{Host: h, Steps: v.Steps(name), Certificates: v.Certificates(name)}
 			idx := h.ModifyIndex
 			for _, st := range d.Steps {
 				idx = max(idx, st.ModifyIndex)
@@ -92,6 +105,17 @@ type HostDetail struct {
 	Host   HostRecord    `json:"host"`
 	Steps  []plan.Record `json:"steps"`
 	Events []Event       `json:"events"`
+	// Certificates are every certificate that concerns the host and when each
+	// expires: its agent's, its coordinator's, kubeadm's on a controller, the site CA.
+	Certificates []api.CertValidity `json:"certificates,omitempty"`
+}
+
+// SiteDetail is the site with the certificates every host depends on (the site CA,
+// each coordinator's) and the site's and coordinators' events, for `describe site`.
+type SiteDetail struct {
+	Site         SiteRecord         `json:"site"`
+	Certificates []api.CertValidity `json:"certificates,omitempty"`
+	Events       []Event            `json:"events"`
 }
 
 func documentTableOf(kind string) (documentTable, error) {

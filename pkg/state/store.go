@@ -50,6 +50,9 @@ type tables struct {
 	// (immutable once stored, so copies of the tables share them).
 	Apps     map[string]*AppRecord     `json:"apps,omitempty"`
 	Archives map[string]*ArchiveRecord `json:"archives,omitempty"`
+	// Certs are the site CA's and every coordinator's certificate validity, as the
+	// leader last recorded them (RecordCertificates).
+	Certs plan.SiteCerts `json:"certs"`
 }
 
 func newTables() *tables {
@@ -204,6 +207,11 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 		err = decode(c, a.appProgress)
 	case CmdAppOverride:
 		err = decode(c, a.appOverride)
+	case CmdRecordCertificates:
+		err = decode(c, func(b RecordCertificates) error {
+			a.t.Certs = b.Certs
+			return nil
+		})
 	case CmdNoop:
 		return nil
 	default:
@@ -281,7 +289,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	}
 	t := newTables()
 	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
-	t.Allocations, t.GossipRekey = snap.Tables.Allocations, snap.Tables.GossipRekey
+	t.Allocations, t.GossipRekey, t.Certs = snap.Tables.Allocations, snap.Tables.GossipRekey, snap.Tables.Certs
 	for k, v := range snap.Tables.Hosts {
 		t.Hosts[k] = v
 	}

@@ -35,8 +35,11 @@ type HostRecord struct {
 	FactsAt         time.Time       `json:"factsAt,omitempty"`
 	// Invalid is why the declared spec does not fit the reported facts
 	// (plan.CheckFacts), "" when it does; while set the host's steps are held.
-	Invalid     string `json:"invalid,omitempty"`
-	ModifyIndex uint64 `json:"modifyIndex"`
+	Invalid string `json:"invalid,omitempty"`
+	// KubeCerts are the kubeadm certificates the facts last reported (decoded once
+	// at ReportFacts, not on every condition refresh).
+	KubeCerts   []api.CertValidity `json:"kubeCerts,omitempty"`
+	ModifyIndex uint64             `json:"modifyIndex"`
 }
 
 // TokenRecord is a join token without its secret.

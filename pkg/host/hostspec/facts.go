@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+
+	"github.com/plinth-dev/plinth/pkg/api"
 )
 
 // Facts is what the agent reports about its host (pkg/host gathers them) and what the
@@ -29,6 +31,9 @@ type Facts struct {
 	Links        []LinkFact  `json:"links"`
 	Addresses    []AddrFact  `json:"addresses"`
 	Routes       []RouteFact `json:"routes"`
+	// KubeCertificates are kubeadm's control-plane certificates on a controller
+	// (kubeinstall.CertificateValidity); the agent adds them, Gather does not.
+	KubeCertificates []api.CertValidity `json:"kubeCertificates,omitempty"`
 }
 
 // LinkFact is one network link as netlink reports it.

@@ -6,6 +6,13 @@
 // turns these inputs into kubeadm configuration on the agent. It must never do I/O.
 package kubespec
 
+import "time"
+
+// CertWarnBefore is how long before expiry kubeadm's control-plane certificates
+// (one year by default) are reported: by the drivers on every check, and as the
+// controller's KubeCertificatesExpiring condition.
+const CertWarnBefore = 30 * 24 * time.Hour
+
 // Step kinds, in dependency order.
 const (
 	KindBinaries         = "kube.binaries"
