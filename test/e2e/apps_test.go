@@ -69,7 +69,7 @@ spec:
 	os.WriteFile(ov, []byte("nested:\n  b: 20\n"), 0o644)
 	cli("app", "override", "set", "demo", "web", "-f", ov)
 	out := cli("app", "overrides", "show", "demo", "web")
-	for _, want := range []string{`"greeting": "hello"  # chart`, `"port": 8080  # application`, `"b": 20  # user`} {
+	for _, want := range []string{`greeting: "hello"  # chart`, `port: 8080  # application`, `b: 20  # user`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("overrides show lacks %q:\n%s", want, out)
 		}
