@@ -133,8 +133,9 @@ func appRequest(ctx context.Context, c *client.Client, name, action string) (sta
 	if _, err := c.Do(ctx, "POST", wire.PathAppAction(name, action), nil, nil); err != nil {
 		return state.AppRecord{}, 0, err
 	}
+	// Consistent: the next coordinator asked may not have applied the request yet.
 	var rec state.AppRecord
-	idx, err := c.Do(ctx, "GET", wire.PathApp(name), nil, &rec)
+	idx, err := c.Do(ctx, "GET", wire.PathApp(name)+"?consistent", nil, &rec)
 	return rec, idx, err
 }
 

@@ -314,6 +314,11 @@ func (s *Server) appList(w http.ResponseWriter, r *http.Request) error {
 // meanwhile answers null.
 func (s *Server) appGet(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	// With ?consistent, "not found" must be the leader's answer, not a lagging
+	// follower's (block's own barrier then finds this one already caught up).
+	if err := s.readBarrier(r); err != nil {
+		return err
+	}
 	if _, err := s.appRecord(name); err != nil {
 		return err
 	}

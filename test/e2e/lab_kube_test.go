@@ -170,7 +170,7 @@ func TestLabKubernetes(t *testing.T) {
 			t.Fatal(err)
 		}
 		var rec state.AppRecord
-		if _, err := e.cl.Do(ctx, "GET", wire.PathApp(name), nil, &rec); err != nil {
+		if _, err := e.cl.Do(ctx, "GET", wire.PathApp(name)+"?consistent", nil, &rec); err != nil {
 			t.Fatal(err)
 		}
 		if rec.Status.State != api.AppApplied {
