@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/api"
-	"github.com/plinth-dev/plinth/pkg/client"
-	"github.com/plinth-dev/plinth/pkg/coordinator"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
@@ -32,42 +31,17 @@ func TestIntegrationCertificateExpiry(t *testing.T) {
 		t.Skip("starts a coordinator: skipped with -short")
 	}
 	const ttl = 20 * time.Second
-	logs := &syncBuf{}
+	logs := &logbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("PLINTH_TEST_LOGS") != "" {
 			t.Logf("logs:\n%s", logs.String())
 		}
 	})
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	dir := t.TempDir()
-	adminPath := filepath.Join(dir, "admin.json")
-	ccfg := coordinator.Config{
-		Name: "c0", Site: "lab", APIAddr: freeAddr(t), JoinAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t),
-		Profile: "fast", AgentCertTTL: coordinator.Duration(ttl),
-	}
-	cdir := filepath.Join(dir, "coordinator")
-	if err := coordinator.Init(coordinator.InitOptions{DataDir: cdir, Config: ccfg, AdminIdentity: adminPath}); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cctx, cstop := context.WithCancel(ctx)
-	cdone := make(chan error, 1)
-	go func() {
-		cdone <- coordinator.Run(cctx, cdir, coordinator.RunOptions{Logger: log.With("who", "coordinator")})
-	}()
-	t.Cleanup(func() {
-		cstop()
-		select {
-		case <-cdone:
-		case <-time.After(30 * time.Second):
-			t.Error("coordinator did not stop")
-		}
-	})
-	admin, err := client.FromIdentityFile(adminPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := startCoordinator(t, ctx, log, ttl)
+	dir, ccfg, admin := tc.dir, tc.cfg, tc.admin
 	var tok wire.TokenResponse
 	poll.Until(t, 20*time.Second, "coordinator accepts writes", func() error {
 		_, err := admin.Do(ctx, "POST", wire.PathTokens, wire.TokenRequest{Name: "node-1", Role: "agent", TTL: time.Hour}, &tok)

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
@@ -76,24 +76,6 @@ func (f *fakeNet) counts() (applies, diffs int) {
 	return f.applies, f.diffs
 }
 
-// syncBuf collects logs; they are printed only if the test fails.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -129,42 +111,17 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator: skipped with -short")
 	}
-	logs := &syncBuf{}
+	logs := &logbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("PLINTH_TEST_LOGS") != "" {
 			t.Logf("logs:\n%s", logs.String())
 		}
 	})
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	dir := t.TempDir()
-	adminPath := filepath.Join(dir, "admin.json")
-	ccfg := coordinator.Config{
-		Name: "c0", Site: "lab", APIAddr: freeAddr(t), JoinAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t),
-		Profile: "fast", AgentCertTTL: coordinator.Duration(30 * time.Second),
-	}
-	cdir := filepath.Join(dir, "coordinator")
-	if err := coordinator.Init(coordinator.InitOptions{DataDir: cdir, Config: ccfg, AdminIdentity: adminPath}); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cctx, cstop := context.WithCancel(ctx)
-	cdone := make(chan error, 1)
-	go func() {
-		cdone <- coordinator.Run(cctx, cdir, coordinator.RunOptions{Logger: log.With("who", "coordinator")})
-	}()
-	t.Cleanup(func() {
-		cstop()
-		select {
-		case <-cdone:
-		case <-time.After(30 * time.Second):
-			t.Error("coordinator did not stop")
-		}
-	})
-	admin, err := client.FromIdentityFile(adminPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := startCoordinator(t, ctx, log, 30*time.Second)
+	dir, ccfg, admin := tc.dir, tc.cfg, tc.admin
 
 	// Enrol node-1.
 	var tok wire.TokenResponse
@@ -361,4 +318,46 @@ func apply(t *testing.T, ctx context.Context, admin *client.Client, yaml string)
 		t.Fatalf("apply: %v", err)
 	}
 	t.Logf("apply: %s", strings.Join(resp.Plan, "; "))
+}
+
+// testCoordinator is one real coordinator ("c0", fast profile) that runs until the
+// test ends, and an admin client for it.
+type testCoordinator struct {
+	cfg   coordinator.Config
+	dir   string // the test's directory; the coordinator's data is under it
+	admin *client.Client
+}
+
+// startCoordinator initialises and runs a coordinator issuing agent certificates of
+// agentTTL; it is stopped (and waited for) when the test ends.
+func startCoordinator(t *testing.T, ctx context.Context, log *slog.Logger, agentTTL time.Duration) testCoordinator {
+	t.Helper()
+	dir := t.TempDir()
+	adminPath := filepath.Join(dir, "admin.json")
+	ccfg := coordinator.Config{
+		Name: "c0", Site: "lab", APIAddr: freeAddr(t), JoinAddr: freeAddr(t), RaftAddr: freeAddr(t), GossipAddr: freeAddr(t),
+		Profile: "fast", AgentCertTTL: coordinator.Duration(agentTTL),
+	}
+	cdir := filepath.Join(dir, "coordinator")
+	if err := coordinator.Init(coordinator.InitOptions{DataDir: cdir, Config: ccfg, AdminIdentity: adminPath}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cstop := context.WithCancel(ctx)
+	cdone := make(chan error, 1)
+	go func() {
+		cdone <- coordinator.Run(cctx, cdir, coordinator.RunOptions{Logger: log.With("who", "coordinator")})
+	}()
+	t.Cleanup(func() {
+		cstop()
+		select {
+		case <-cdone:
+		case <-time.After(30 * time.Second):
+			t.Error("coordinator did not stop")
+		}
+	})
+	admin, err := client.FromIdentityFile(adminPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testCoordinator{cfg: ccfg, dir: dir, admin: admin}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
@@ -25,7 +26,7 @@ func TestIntegrationDeletedHostLeavesGossip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a coordinator and two agents: skipped with -short")
 	}
-	logs := &syncBuf{}
+	logs := &logbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("PLINTH_TEST_LOGS") != "" {
 			t.Logf("logs:\n%s", logs.String())

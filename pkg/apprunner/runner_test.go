@@ -1,7 +1,6 @@
 package apprunner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/plinth-dev/plinth/internal/apiservertest"
 	"github.com/plinth-dev/plinth/internal/charttest"
+	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/appplan"
 	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
@@ -85,28 +85,11 @@ type env struct {
 	log     *localLog
 	kube    kubernetes.Interface
 	kc      []byte
-	logBuf  *syncBuffer
+	logBuf  *logbuf.Buffer
 	secrets map[string][]byte
 	// repo is a chart repository (TLS) serving the web chart.
 	repo      string
 	repoTrust *http.Client
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -115,7 +98,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: state.New(nil), kube: kube, kc: c.Kubeconfig, logBuf: &syncBuffer{}}
+	e := &env{t: t, store: state.New(nil), kube: kube, kc: c.Kubeconfig, logBuf: &logbuf.Buffer{}}
 	e.log = &localLog{s: e.store}
 	web := configChart(t, "web")
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

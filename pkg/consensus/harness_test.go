@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/internal/poll"
 )
 
@@ -171,37 +171,18 @@ func (s *listSnapshot) Release() {}
 
 // --- logging ---
 
-// syncBuffer collects logs; dumped only when a test fails. Late writes from
-// shutting-down goroutines are harmless.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // --- harness ---
 
 type harness struct {
 	t    *testing.T
 	ca   *testCA
-	logs *syncBuffer
+	logs *logbuf.Buffer
 	log  *slog.Logger
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	h := &harness{
 		t:    t,
 		ca:   newCA(t, "plinth-test-ca"),

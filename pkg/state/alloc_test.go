@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"io"
 	"slices"
 	"testing"
 
@@ -58,16 +57,7 @@ func TestAllocationsAreRecorded(t *testing.T) {
 	}
 	a, _ := l.s.Export()
 	b, _ := replay.Export()
-	snap, _ := l.s.Snapshot()
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	restored := New(nil)
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := restored.Export()
+	c, _ := snapshotRoundTrip(t, l.s).Export()
 	if !bytes.Equal(a, b) || !bytes.Equal(a, c) || !bytes.Contains(c, []byte(`"allocations"`)) {
 		t.Fatalf("replay or restore differs, or lacks allocations:\n%s\n%s\n%s", a, b, c)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -260,18 +259,7 @@ func TestAppSnapshotAndClone(t *testing.T) {
 	l.must(CmdAppUpload, upload("demo", "chart-bytes", false))
 	l.must(CmdAppOverride, AppOverride{Name: "demo", Chart: "db", Values: json.RawMessage(`{"k":"v"}`)})
 	a, _ := l.s.Export()
-	snap, err := l.s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	restored := New(nil)
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	restored := snapshotRoundTrip(t, l.s)
 	b, _ := restored.Export()
 	if !bytes.Equal(a, b) {
 		t.Fatalf("restore differs:\n%s\n%s", a, b)

@@ -254,19 +254,7 @@ func TestDeterminismAndSnapshotRoundTrip(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatalf("replay diverged:\n%s\n%s", a, b)
 	}
-	snap, err := l.s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	restored := New(nil)
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := restored.Export()
+	c, _ := snapshotRoundTrip(t, l.s).Export()
 	if !bytes.Equal(a, c) {
 		t.Fatalf("restore differs:\n%s\n%s", a, c)
 	}
@@ -289,6 +277,24 @@ func TestEventsAreBounded(t *testing.T) {
 }
 
 type memSink struct{ bytes.Buffer }
+
+// snapshotRoundTrip persists a Raft snapshot of s and restores it into a new store.
+func snapshotRoundTrip(t *testing.T, s *Store) *Store {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := New(nil)
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	return restored
+}
 
 func (m *memSink) ID() string    { return "mem" }
 func (m *memSink) Cancel() error { return nil }
