@@ -153,7 +153,7 @@ func (x *run) commit(ctx context.Context) error {
 }
 
 // progress sets the progress line and commits.
-func (x *run) progress(ctx context.Context, msg string, _ []state.Event) error {
+func (x *run) progress(ctx context.Context, msg string) error {
 	x.set(func(st *api.ApplicationStatus) { st.Progress = msg })
 	return x.commit(ctx)
 }
@@ -217,7 +217,7 @@ func (x *run) waitPasswords(ctx context.Context, app *api.Application) error {
 		if len(missing) == 0 {
 			return nil
 		}
-		if err := x.progress(ctx, "waiting for the generated passwords "+strings.Join(missing, ", "), nil); err != nil {
+		if err := x.progress(ctx, "waiting for the generated passwords "+strings.Join(missing, ", ")); err != nil {
 			return err
 		}
 		select {
@@ -252,7 +252,7 @@ func (x *run) waitGates(ctx context.Context, cl *cluster, app *api.Application, 
 		if wait == "" {
 			return nil
 		}
-		if err := x.progress(ctx, fmt.Sprintf("group %s: waiting for %s", g.Name, wait), nil); err != nil {
+		if err := x.progress(ctx, fmt.Sprintf("group %s: waiting for %s", g.Name, wait)); err != nil {
 			return err
 		}
 		select {
@@ -369,7 +369,7 @@ func (x *run) group(ctx context.Context, cl *cluster, g api.ChartGroup, failed *
 // release installs or upgrades one chart's release.
 func (x *run) release(ctx context.Context, cl *cluster, g api.ChartGroup, c api.Chart) (*chartError, error) {
 	x.chart(c.Name, func(cs *api.ChartStatus) { cs.State, cs.WaitingFor, cs.Message = api.ChartApplying, "", "" })
-	if err := x.progress(ctx, fmt.Sprintf("group %s: applying %s", g.Name, c.Name), nil); err != nil {
+	if err := x.progress(ctx, fmt.Sprintf("group %s: applying %s", g.Name, c.Name)); err != nil {
 		return nil, err
 	}
 	f, rec, ok := x.facts()
@@ -486,7 +486,7 @@ func (x *run) remove(ctx context.Context) error {
 			c := g.Charts[ci]
 			nss[c.Namespace] = true
 			x.chart(c.Name, func(cs *api.ChartStatus) { cs.State, cs.WaitingFor, cs.Message = api.ChartRemoving, "", "" })
-			if err := x.progress(ctx, fmt.Sprintf("group %s: removing %s", g.Name, c.Name), nil); err != nil {
+			if err := x.progress(ctx, fmt.Sprintf("group %s: removing %s", g.Name, c.Name)); err != nil {
 				return err
 			}
 			err := cl.driver.Uninstall(ctx, c.Release, c.Namespace, helmrelease.Wait{For: helmrelease.WaitFor(c.Wait.For), Timeout: time.Duration(c.Wait.TimeoutSeconds) * time.Second})

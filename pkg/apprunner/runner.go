@@ -173,7 +173,7 @@ func (r *Runner) work(ctx context.Context, a state.AppRecord) {
 			return
 		}
 		r.log.Warn("application run will be retried", "app", a.Name(), "op", a.Op, "err", err)
-		run.progress(ctx, fmt.Sprintf("retrying in %s: %v", r.cfg.Poll, err), nil)
+		_ = run.progress(ctx, fmt.Sprintf("retrying in %s: %v", r.cfg.Poll, err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(r.cfg.Poll):
