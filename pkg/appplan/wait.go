@@ -145,7 +145,7 @@ func plural(n int, word string) string {
 
 // CheckSite returns what in app the site cannot satisfy: a cephPools/cephUsers gate naming
 // a pool/user the site does not declare, a dpdk gate on a site without DPDK hosts (paths like
-// applications[demo].spec.groups[top].gates[1].cephUsers[0]). Used at upload and apply.
+// applications[demo].spec.groups[top].gates[1].cephUsers[0]). Checked at upload (pkg/server); at apply a gate the site no longer meets just waits, saying so.
 func CheckSite(file string, app *api.Application, f SiteFacts) api.ErrorList {
 	var errs api.ErrorList
 	add := func(path, format string, args ...any) {
