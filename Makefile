@@ -57,7 +57,7 @@ test-flanneld: ## the bundle's flanneld (its own module): as root, against a rea
 	$(GO) -C deploy/bundle/flanneld test -count=1 -timeout 5m ./...
 
 test-e2e: bundle demo-charts ## multi-process tests: coordinator clusters and (as root) the lab on booted hosts
-	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go| {8}|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
 
 CHAOS_ROUNDS ?= 100
 CHAOS_SEED ?= 0

@@ -118,6 +118,9 @@ func (l *Lab) Up(ctx context.Context, spec Spec, progress io.Writer) error {
 		return err
 	}
 	l.gateway = gwIP
+	if err := checkNetworksFree(spec); err != nil {
+		return err
+	}
 	if err := l.Network(ctx, gw); err != nil {
 		return err
 	}

@@ -441,14 +441,23 @@ func (e *DegradedError) Error() string {
 func (h *Host) waitRunningLocked(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.rec.Config.BootTimeout)
 	defer cancel()
-	state := ""
+	state, why := "", "" // why: the last reason there was no state to read
 	for {
 		if !h.runningLocked() {
 			return fmt.Errorf("systemd-nspawn exited during boot; console log %s:\n%s", h.ConsoleLog(), tail(h.ConsoleLog(), 20))
 		}
-		if leader, err := h.leaderLocked(); err == nil {
-			out, _ := h.execLocked(ctx, leader, nil, "systemctl", "is-system-running")
+		leader, err := h.leaderLocked()
+		if err != nil {
+			why = err.Error()
+		} else {
+			// Each probe is bounded, so one hung systemctl cannot eat the whole wait.
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			out, err := h.execLocked(pctx, leader, nil, "systemctl", "is-system-running")
+			cancel()
 			state = strings.TrimSpace(string(out))
+			if state == "" && err != nil {
+				why = fmt.Sprintf("systemctl is-system-running in PID %d: %v", leader, err)
+			}
 			switch state {
 			case "running":
 				return nil
@@ -459,6 +468,9 @@ func (h *Host) waitRunningLocked(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			if state == "" && why != "" {
+				state = "none: " + why
+			}
 			return fmt.Errorf("not running within %s (state %q); console log %s:\n%s", h.rec.Config.BootTimeout, state, h.ConsoleLog(), tail(h.ConsoleLog(), 20))
 		case <-time.After(100 * time.Millisecond):
 		}

@@ -93,6 +93,30 @@ func TestLabKubernetes(t *testing.T) {
 		}
 		return out
 	}
+	// Site Ready means kube.health saw the API through the VIP; if the machine then
+	// cannot reach it, say for how long, with keepalived's view from each controller.
+	var first, last error
+	began := time.Now()
+	for time.Since(began) < time.Minute {
+		out, err := k("get", "--raw", "/readyz")
+		if last = err; err == nil {
+			break
+		}
+		if last = fmt.Errorf("%v: %s", err, out); first == nil {
+			first = last
+		}
+		time.Sleep(time.Second)
+	}
+	if first != nil {
+		t.Logf("the API did not answer through the VIP for %s after Site Ready (first: %v)", time.Since(began).Round(100*time.Millisecond), first)
+		for _, c := range []string{"controller-0", "controller-1"} {
+			out, _ := l.Exec(ctx, l.Host(c), "sh", "-c", "journalctl -u keepalived --no-pager -n 30; ip -br addr")
+			t.Logf("==== %s\n%s", c, out)
+		}
+		if last != nil {
+			t.Fatalf("the API through the VIP: %v", last)
+		}
+	}
 
 	t.Run("the killed kube.init was reset and retried; the killed coordinator came back", func(t *testing.T) {
 		var steps []plan.Record
