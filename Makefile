@@ -82,10 +82,13 @@ demo-charts: ## pack examples/apps/*/charts/ into the archives the applications 
 demo-down: ## remove every host, namespace, mount, cgroup, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
 
-bench: bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube ## all benchmarks (figures, not assertions)
+bench: bench-consensus bench-gossip bench-network bench-ovs bench-ceph bench-lab bench-kube ## all benchmarks (figures, not assertions)
 
 bench-consensus: ## failover time and write throughput vs a 3-member etcd
 	./scripts/bench-consensus.sh
+
+bench-gossip: ## failure detection at size: 50 members, a crashed one declared dead, the lan profile next to memberlist's defaults
+	$(GO) test -run '^$$' -bench DeadDetection50 -benchtime 8x -timeout 30m ./pkg/membership/
 
 bench-ovs: ## OVS-DPDK host config: driver vs the equivalent ovs-vsctl calls
 	$(GO) test -run '^$$' -bench HostConfig -benchtime 10x ./pkg/ovs/

@@ -138,7 +138,7 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 		apiLn.Close()
 		return fmt.Errorf("coordinator: join listen: %w", err)
 	}
-	d := &daemon{cfg: cfg, log: log, store: store, node: node, srv: srv, bundle: bundle, dataKey: dataKey, caCert: ca.Cert, ownCert: own, peers: peers}
+	d := &daemon{cfg: cfg, log: log, store: store, node: node, srv: srv, bundle: bundle, dataKey: dataKey, caCert: ca.Cert, ownCert: own, peers: peers, gossipWake: make(chan struct{}, 1)}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -184,6 +184,9 @@ type daemon struct {
 
 	mu   sync.Mutex
 	pool *membership.Pool
+	// gossipWake says a member joined, died or left, so the leader updates the
+	// hosts' Reachable at once instead of at its next tick.
+	gossipWake chan struct{}
 }
 
 // admission asks existing coordinators to add this one as a voter, until it is a member.
@@ -323,10 +326,16 @@ func (d *daemon) lead(ctx context.Context) {
 			d.log.Warn("leader: record certificates", "err", err)
 		}
 		d.reconcileReachability(ctx, time.Now().After(grace))
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+		// Between ticks, a gossip change is acted on at once.
+		for ticked := false; !ticked; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.gossipWake:
+				d.reconcileReachability(ctx, time.Now().After(grace))
+			case <-tick.C:
+				ticked = true
+			}
 		}
 	}
 }
@@ -473,6 +482,12 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-pool.Events():
+			// Read every event (the pool queues what nobody reads) and wake the leader.
+			select {
+			case d.gossipWake <- struct{}{}:
+			default:
+			}
 		case <-keyTick.C:
 			want, err := d.gossipKeys()
 			if err != nil {

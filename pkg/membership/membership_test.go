@@ -43,7 +43,7 @@ func (m *testMember) hasEvent(from int, f func(Event) bool) bool {
 	return false
 }
 
-func newKey(t *testing.T) []byte {
+func newKey(t testing.TB) []byte {
 	t.Helper()
 	k := make([]byte, KeySize)
 	if _, err := rand.Read(k); err != nil {
@@ -64,7 +64,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-func startCfg(t *testing.T, cfg Config) *testMember {
+func startCfg(t testing.TB, cfg Config) *testMember {
 	t.Helper()
 	p, err := Start(context.Background(), cfg)
 	if err != nil {

@@ -125,7 +125,8 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos seed %d (replay: make chaos CHAOS_SEED=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	e := startLab(t)
+	// A round takes ~15 s; the bound leaves room for slow heals (each has its own).
+	e := startLabFor(t, max(12*time.Minute, 3*time.Minute+time.Duration(*chaosRounds)*45*time.Second))
 	counts := map[string]int{}
 	var worst time.Duration
 	mtu := 9000

@@ -170,9 +170,12 @@ func bootedLab(t *testing.T, timeout time.Duration) (*lab.Lab, context.Context) 
 	return l, ctx
 }
 
-func startLab(t *testing.T) *labEnv {
+func startLab(t *testing.T) *labEnv { return startLabFor(t, 12*time.Minute) }
+
+// startLabFor is startLab with the whole test's time bound (the lab's context).
+func startLabFor(t *testing.T, timeout time.Duration) *labEnv {
 	t.Helper()
-	l, ctx := bootedLab(t, 12*time.Minute)
+	l, ctx := bootedLab(t, timeout)
 	before, err := machinestate.Take(ctx)
 	if err != nil {
 		t.Fatal(err)

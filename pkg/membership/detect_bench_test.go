@@ -1,0 +1,76 @@
+package membership
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/plinth-dev/plinth/internal/poll"
+)
+
+// profileMemberlistDefault is memberlist's own DefaultLANConfig untouched: the
+// baseline the LAN profile is measured against (tests only).
+const profileMemberlistDefault = "memberlist-default"
+
+// BenchmarkDeadDetection50 is failure detection at size: 50 members on loopback
+// (one a coordinator), one at a time crashed (no leave), and the time until the
+// coordinator's pool reports it dead — the event that sets the host's Reachable to
+// False. Each profile runs in the same process; compare median and max:
+//
+//	go test -run '^$' -bench DeadDetection50 -benchtime 8x ./pkg/membership/
+func BenchmarkDeadDetection50(b *testing.B) {
+	profiles[profileMemberlistDefault] = memberlist.DefaultLANConfig
+	defer delete(profiles, profileMemberlistDefault)
+	const size = 50
+	for _, prof := range []string{profileMemberlistDefault, ProfileLAN} {
+		b.Run("profile="+prof, func(b *testing.B) {
+			if b.N >= size {
+				b.Fatalf("at most %d kills in a pool of %d", size-1, size)
+			}
+			b.StopTimer()
+			key := newKey(b)
+			cfg := func(name string, role Role, seeds ...string) Config {
+				return Config{Name: name, Role: role, BindAddr: "127.0.0.1:0", Key: key, Seeds: seeds, Logger: testLogger(), Profile: prof}
+			}
+			coord := startCfg(b, cfg("coordinator", RoleCoordinator))
+			members := []*testMember{coord}
+			names := []string{"coordinator"}
+			for i := 1; i < size; i++ {
+				name := fmt.Sprintf("host-%02d", i)
+				members = append(members, startCfg(b, cfg(name, RoleAgent, coord.LocalAddr())))
+				names = append(names, name)
+			}
+			poll.True(b, 2*time.Minute, "every member sees all 50 alive", func() bool {
+				for _, m := range members {
+					if !allAlive(m.Pool, names...) {
+						return false
+					}
+				}
+				return true
+			})
+			var took []time.Duration
+			for i := 0; i < b.N; i++ {
+				victim := members[1+i]
+				from := len(coord.events())
+				began := time.Now()
+				if err := victim.crash(); err != nil {
+					b.Fatal(err)
+				}
+				poll.True(b, 2*time.Minute, "the coordinator sees "+victim.Name()+" dead", func() bool {
+					return coord.hasEvent(from, func(ev Event) bool {
+						return ev.Kind == EventLeave && ev.Member.Name == victim.Name() && !ev.Graceful
+					})
+				})
+				took = append(took, time.Since(began))
+			}
+			slices.Sort(took)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
+			b.ReportMetric(took[len(took)-1].Seconds(), "max-s")
+			b.Logf("profile %s, %d members: dead detected in %v (median %v, max %v)", prof, size, took, took[len(took)/2], took[len(took)-1])
+		})
+	}
+}
