@@ -14,7 +14,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 # The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
 BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
-.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-network bench-ovs bench-ceph bench-lab bench-kube clean
+.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-gossip bench-network bench-ovs bench-ceph bench-lab bench-kube clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'

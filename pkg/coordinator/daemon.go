@@ -478,11 +478,16 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 	keyTick := time.NewTicker(time.Second)
 	defer keyTick.Stop()
 	var keys [][]byte
+	events := pool.Events()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-pool.Events():
+		case _, ok := <-events:
+			if !ok { // closed only with the pool; never spin on it
+				events = nil
+				continue
+			}
 			// Read every event (the pool queues what nobody reads) and wake the leader.
 			select {
 			case d.gossipWake <- struct{}{}:
