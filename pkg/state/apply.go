@@ -237,14 +237,26 @@ func (a *applier) createToken(b CreateToken) error {
 	tok.CreatedAt = a.now
 	a.t.Tokens[tok.ID] = &tok
 	a.event(EventNormal, "token/"+tok.ID, "TokenCreated", fmt.Sprintf("join token for %s %s, expires %s", tok.Role, tok.Name, tok.Expires.UTC().Format(time.RFC3339)))
-	// Tokens that expired long ago are dropped here, deterministically.
-	for id, t := range a.t.Tokens {
-		if a.now.Sub(t.Expires) > 7*24*time.Hour {
-			delete(a.t.Tokens, id)
+	// Tokens that expired long ago are dropped here, deterministically (command
+	// time), at most once per tokenPruneEvery: a scan on every create made creating
+	// tokens quadratic in their number.
+	if a.now.Sub(a.t.TokensPruned) >= tokenPruneEvery {
+		a.t.TokensPruned = a.now
+		for id, t := range a.t.Tokens {
+			if a.now.Sub(t.Expires) > tokenKeepExpired {
+				delete(a.t.Tokens, id)
+			}
 		}
 	}
 	return nil
 }
+
+// An expired token is kept this long (so `token list` can say why an enrolment
+// failed), then dropped by a create at most tokenPruneEvery later.
+const (
+	tokenKeepExpired = 7 * 24 * time.Hour
+	tokenPruneEvery  = time.Hour
+)
 
 func (a *applier) enroll(b Enroll) error {
 	refuse := func(reason, msg string) error {

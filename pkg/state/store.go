@@ -29,10 +29,12 @@ const snapshotVersion = 1
 
 // tables is the whole replicated state; it is what a snapshot holds.
 type tables struct {
-	Index        uint64                     `json:"index"`
-	Site         *SiteRecord                `json:"site,omitempty"`
-	Hosts        map[string]*HostRecord     `json:"hosts"`
-	Tokens       map[string]*TokenRecord    `json:"tokens"`
+	Index  uint64                  `json:"index"`
+	Site   *SiteRecord             `json:"site,omitempty"`
+	Hosts  map[string]*HostRecord  `json:"hosts"`
+	Tokens map[string]*TokenRecord `json:"tokens"`
+	// TokensPruned is when expired tokens were last dropped (command time).
+	TokensPruned time.Time                  `json:"tokensPruned,omitzero"`
 	Identities   map[string]*IdentityRecord `json:"identities"`
 	Steps        map[string]plan.Record     `json:"steps"`
 	Secrets      map[string]*SecretRecord   `json:"secrets"`
@@ -289,7 +291,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	}
 	t := newTables()
 	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
-	t.Allocations, t.GossipRekey, t.Certs = snap.Tables.Allocations, snap.Tables.GossipRekey, snap.Tables.Certs
+	t.Allocations, t.GossipRekey, t.Certs, t.TokensPruned = snap.Tables.Allocations, snap.Tables.GossipRekey, snap.Tables.Certs, snap.Tables.TokensPruned
 	for k, v := range snap.Tables.Hosts {
 		t.Hosts[k] = v
 	}

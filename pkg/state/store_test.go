@@ -299,3 +299,36 @@ func snapshotRoundTrip(t *testing.T, s *Store) *Store {
 func (m *memSink) ID() string    { return "mem" }
 func (m *memSink) Cancel() error { return nil }
 func (m *memSink) Close() error  { return nil }
+
+func TestExpiredTokensDroppedAtMostHourly(t *testing.T) {
+	l := newLog(t)
+	create := func(id string, expires time.Time) {
+		t.Helper()
+		l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: id, SecretHash: "h", Name: "w-" + id, Role: "agent", Expires: expires}})
+	}
+	has := func(id string) bool { _, ok := l.view().Token(id); return ok }
+	create("old", l.clock.Add(time.Minute)) // first create prunes (nothing yet)
+	l.clock = l.clock.Add(tokenKeepExpired + time.Hour)
+	create("a", l.clock.Add(time.Hour)) // an hour since the last prune: "old" goes
+	if has("old") {
+		t.Fatal("a token expired over a week ago survived a create")
+	}
+	create("stale", l.clock.Add(-tokenKeepExpired-time.Minute))
+	create("b", l.clock.Add(time.Hour)) // within the hour: no scan
+	if !has("stale") {
+		t.Fatal("a create within the hour scanned the tokens")
+	}
+	l.clock = l.clock.Add(tokenPruneEvery)
+	create("c", l.clock.Add(time.Hour))
+	if has("stale") || !has("a") || !has("b") || !has("c") {
+		t.Fatalf("after an hour: %+v", l.view().Tokens())
+	}
+	// Every replica decides the same: a copy replayed from the log agrees.
+	r := newLog(t)
+	for i, c := range l.cmds {
+		r.s.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c})
+	}
+	if a, b := len(l.view().Tokens()), len(r.view().Tokens()); a != b {
+		t.Fatalf("replay has %d tokens, the original %d", b, a)
+	}
+}
