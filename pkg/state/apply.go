@@ -483,13 +483,43 @@ func (a *applier) setReachable(b SetReachable) error {
 	return nil
 }
 
-// refresh recomputes host and site conditions and records Ready transitions.
-func (a *applier) refresh() {
+// fullRefreshEvery bounds how long (command time) an incremental refresh may leave a
+// host's time-dependent conditions (certificate expiry) unrecomputed.
+const fullRefreshEvery = time.Minute
+
+// refresh recomputes host and site conditions and records Ready transitions. With
+// incremental, only the hosts this command changed (their record or one of their
+// steps carries this index) are recomputed, the others keep what they have, and
+// every fullRefreshEvery all are: a command about one host no longer costs every
+// host's conditions. Which commands may be incremental is dispatch's choice.
+func (a *applier) refresh(incremental bool) {
+	var touched map[string]bool
+	if !incremental || a.now.Sub(a.t.Refreshed) >= fullRefreshEvery {
+		a.t.Refreshed = a.now
+	} else {
+		touched = map[string]bool{}
+		for n, h := range a.t.Hosts {
+			if h.ModifyIndex == a.idx {
+				touched[n] = true
+			}
+		}
+		for _, r := range a.t.Steps {
+			if r.ModifyIndex == a.idx {
+				touched[r.Host] = true
+			}
+		}
+	}
+	recompute := func(n string) bool { return touched == nil || touched[n] }
 	byHost := map[string][]plan.Record{}
 	for _, r := range a.t.Steps {
-		byHost[r.Host] = append(byHost[r.Host], r)
+		if recompute(r.Host) {
+			byHost[r.Host] = append(byHost[r.Host], r)
+		}
 	}
-	ids := a.t.identityCerts()
+	var ids map[string][]api.CertValidity
+	if touched == nil || len(touched) > 0 {
+		ids = a.t.identityCerts()
+	}
 	var named []plan.NamedConditions
 	names := make([]string, 0, len(a.t.Hosts))
 	for n := range a.t.Hosts {
@@ -502,6 +532,10 @@ func (a *applier) refresh() {
 			continue
 		}
 		prev := h.Host.Status.Conditions
+		if !recompute(n) {
+			named = append(named, plan.NamedConditions{Name: n, Conditions: prev})
+			continue
+		}
 		cs := plan.HostConditions(plan.HostView{
 			Name: n, Generation: h.Host.Metadata.Generation, Enrolled: h.Enrolled,
 			Reachable: h.Reachable, ReachableReason: h.ReachableReason, ReachableMsg: h.ReachableMsg,

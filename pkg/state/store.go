@@ -34,7 +34,9 @@ type tables struct {
 	Hosts  map[string]*HostRecord  `json:"hosts"`
 	Tokens map[string]*TokenRecord `json:"tokens"`
 	// TokensPruned is when expired tokens were last dropped (command time).
-	TokensPruned time.Time                  `json:"tokensPruned,omitzero"`
+	TokensPruned time.Time `json:"tokensPruned,omitzero"`
+	// Refreshed is when every host's conditions were last recomputed (command time).
+	Refreshed    time.Time                  `json:"refreshed,omitzero"`
 	Identities   map[string]*IdentityRecord `json:"identities"`
 	Steps        map[string]plan.Record     `json:"steps"`
 	Secrets      map[string]*SecretRecord   `json:"secrets"`
@@ -223,8 +225,16 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 	if err != nil {
 		return err
 	}
-	a.refresh()
+	a.refresh(incremental[c.Type])
 	return nil
+}
+
+// incremental are the frequent commands about one host (or none) whose refresh
+// recomputes only the hosts they changed; every other command recomputes all.
+var incremental = map[string]bool{
+	CmdReportFacts: true, CmdStepStart: true, CmdStepResult: true, CmdStepDrift: true,
+	CmdStepRetry: true, CmdSetReachable: true, CmdCreateToken: true, CmdRecordEvent: true,
+	CmdPutSecret: true,
 }
 
 func decode[T any](c Command, fn func(T) error) error {
@@ -291,7 +301,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	}
 	t := newTables()
 	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
-	t.Allocations, t.GossipRekey, t.Certs, t.TokensPruned = snap.Tables.Allocations, snap.Tables.GossipRekey, snap.Tables.Certs, snap.Tables.TokensPruned
+	t.Allocations, t.GossipRekey, t.Certs, t.TokensPruned, t.Refreshed = snap.Tables.Allocations, snap.Tables.GossipRekey, snap.Tables.Certs, snap.Tables.TokensPruned, snap.Tables.Refreshed
 	for k, v := range snap.Tables.Hosts {
 		t.Hosts[k] = v
 	}

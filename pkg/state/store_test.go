@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -330,5 +331,63 @@ func TestExpiredTokensDroppedAtMostHourly(t *testing.T) {
 	}
 	if a, b := len(l.view().Tokens()), len(r.view().Tokens()); a != b {
 		t.Fatalf("replay has %d tokens, the original %d", b, a)
+	}
+}
+
+// An incremental refresh (a command about one host recomputes only that host) must
+// leave every host's and the site's conditions exactly as a full recompute would.
+func TestIncrementalRefreshMatchesFull(t *testing.T) {
+	l := newLog(t)
+	hosts := []string{"c0", "w1", "w2", "w3"}
+	l.must(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: manifest(hosts...)})
+	check := func(what string) {
+		t.Helper()
+		var full *tables
+		l.s.Read(func(v View) {
+			c, err := cloneTables(v.t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full = c
+		})
+		(&applier{t: full, idx: l.idx, now: l.clock}).refresh(false)
+		for _, n := range hosts {
+			h, _ := l.view().Host(n)
+			want, _ := json.Marshal(full.Hosts[n].Host.Status.Conditions)
+			got, _ := json.Marshal(h.Host.Status.Conditions)
+			if string(got) != string(want) {
+				t.Fatalf("after %s: host %s conditions\n got %s\nwant %s", what, n, got, want)
+			}
+		}
+		want, _ := json.Marshal(full.Site.Site.Status.Conditions)
+		got, _ := json.Marshal(l.view().t.Site.Site.Status.Conditions)
+		if string(got) != string(want) {
+			t.Fatalf("after %s: site conditions\n got %s\nwant %s", what, got, want)
+		}
+	}
+	for _, n := range hosts {
+		enrolled(l, n)
+		check("enrol " + n)
+	}
+	for i, n := range hosts {
+		id := n + "/host.network"
+		st, _ := l.view().Step(id)
+		l.must(CmdStepStart, StepStart{ID: id, Host: n, InputsHash: st.InputsHash})
+		check("start " + id)
+		res := driver.Result{Changes: []string{"mtu"}}
+		if i == 1 {
+			res = driver.Result{Error: "boom", Retryable: true}
+		}
+		l.must(CmdStepResult, StepResult{ID: id, Host: n, InputsHash: st.InputsHash, Result: res})
+		check("result " + id)
+		l.must(CmdReportFacts, ReportFacts{Host: n, Hash: "f" + n, Facts: json.RawMessage(`{"cpus":2}`)})
+		check("facts " + n)
+	}
+	l.must(CmdSetReachable, SetReachable{Host: "w2", Status: api.ConditionFalse, Reason: "GossipDead", Message: "dead"})
+	check("w2 unreachable")
+	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t-x", SecretHash: "h", Name: "x", Role: "agent", Expires: l.clock.Add(time.Hour)}})
+	check("a token")
+	if ready := plan.Find(l.view().t.Site.Site.Status.Conditions, api.ConditionReady); ready == nil || ready.Status != api.ConditionFalse {
+		t.Fatalf("site Ready: %+v", ready)
 	}
 }
