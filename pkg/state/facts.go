@@ -74,7 +74,13 @@ func (a *applier) factsRefusals(file string, site *api.Site, hosts []api.Host) a
 // when none are named), with an event for each that changed, and reports whether any
 // did. A host not declared, or without facts, has none.
 func (a *applier) checkFacts(names ...string) bool {
-	site, hosts := a.declared()
+	// The stored declarations, as declared() has them, without merging every host
+	// for a command about one.
+	var site *api.Site
+	if a.t.Site != nil {
+		s := a.t.Site.Site
+		site = &s
+	}
 	if len(names) == 0 {
 		for n := range a.t.Hosts {
 			names = append(names, n)
@@ -88,9 +94,9 @@ func (a *applier) checkFacts(names ...string) bool {
 			continue
 		}
 		verdict := ""
-		if i := sort.Search(len(hosts), func(i int) bool { return hosts[i].Metadata.Name >= n }); rec.Declared && i < len(hosts) && hosts[i].Metadata.Name == n {
+		if rec.Declared {
 			if f, ok := hostFacts(rec); ok {
-				verdict = describe(plan.CheckFacts(site, hosts[i], f))
+				verdict = describe(plan.CheckFacts(site, rec.Host, f))
 			}
 		}
 		if verdict == rec.Invalid {
