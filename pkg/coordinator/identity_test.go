@@ -11,10 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
@@ -22,23 +22,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/state"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -84,7 +67,7 @@ func newCluster(t *testing.T) *cluster {
 	if testing.Short() {
 		t.Skip("starts two coordinators: skipped with -short")
 	}
-	logs := &logBuf{}
+	logs := &logbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("PLINTH_TEST_LOGS") != "" {
 			t.Logf("logs:\n%s", logs.String())
