@@ -98,7 +98,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			return max(idx, 1)
 		})
 		cancel()
-		index = 0
+		// At least 1, the query's floor: with no application, 0 would make the
+		// next Block return at once and this loop spin a core.
+		index = 1
 		for _, a := range apps {
 			index = max(index, a.ModifyIndex)
 		}
