@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -35,6 +36,49 @@ func withHandle(ctx context.Context, fn func(h *netlink.Handle) error) error {
 	}
 	defer h.Close()
 	return fn(h)
+}
+
+// conn is the NETLINK_ROUTE handle the changes of one Diff share, so that applying
+// them costs one request each rather than a socket each. It is opened by the first
+// change that needs it, in the network namespace of the thread applying that change,
+// and closed by close; a use after close opens it again.
+type conn struct {
+	mu sync.Mutex
+	h  *netlink.Handle
+}
+
+// do runs fn with the shared handle. A done ctx stops it before it starts.
+func (c *conn) do(ctx context.Context, fn func(h *netlink.Handle) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	h, err := c.handle()
+	if err != nil {
+		return err
+	}
+	return fn(h)
+}
+
+func (c *conn) handle() (*netlink.Handle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h == nil {
+		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return nil, fmt.Errorf("host: open netlink: %w", err)
+		}
+		c.h = h
+	}
+	return c.h, nil
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h != nil {
+		c.h.Close()
+		c.h = nil
+	}
 }
 
 // observe takes a snapshot; dumps interrupted by concurrent changes are retried.

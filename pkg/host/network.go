@@ -52,15 +52,33 @@ func (d *NetworkDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]dri
 	if err != nil {
 		return nil, err
 	}
-	steps, err := d.steps(ctx, want)
+	c := &conn{}
+	steps, err := d.steps(ctx, want, c)
 	if err != nil {
 		return nil, err
 	}
-	return changes(&d.o, steps, func(ctx context.Context) ([]undoable, error) { return d.steps(ctx, want) }), nil
+	return closing(changes(&d.o, steps, func(ctx context.Context) ([]undoable, error) { return d.steps(ctx, want, c) }), c), nil
 }
 
-// steps observes the namespace and plans what it takes to reach want.
-func (d *NetworkDriver) steps(ctx context.Context, want networkWant) ([]undoable, error) {
+// closing closes c after the last of cs or the first that fails: driver.Run applies
+// a Diff's changes in order and stops at the first error.
+func closing(cs []driver.Change, c *conn) []driver.Change {
+	for i, ch := range cs {
+		last := i == len(cs)-1
+		cs[i].Apply = func(ctx context.Context) error {
+			err := ch.Apply(ctx)
+			if err != nil || last {
+				c.close()
+			}
+			return err
+		}
+	}
+	return cs
+}
+
+// steps observes the namespace and plans what it takes to reach want; the steps
+// apply through c.
+func (d *NetworkDriver) steps(ctx context.Context, want networkWant, c *conn) ([]undoable, error) {
 	snap, err := observe(ctx)
 	if err != nil {
 		return nil, err
@@ -69,7 +87,7 @@ func (d *NetworkDriver) steps(ctx context.Context, want networkWant) ([]undoable
 	if err != nil {
 		return nil, err
 	}
-	p := &planner{d: d, snap: snap, owned: owned, intent: &intent{store: d.state},
+	p := &planner{d: d, c: c, snap: snap, owned: owned, intent: &intent{store: d.state},
 		links: map[string]*linkPlan{}, routes: map[routeKey]netlink.Route{}}
 	for _, r := range snap.routes {
 		if k, ok := keyOf(r); ok {
@@ -129,6 +147,7 @@ func (r linkRef) get(h *netlink.Handle) (netlink.Link, error) {
 // planner turns one snapshot, the ownership state and the inputs into steps.
 type planner struct {
 	d      *NetworkDriver
+	c      *conn // what the changes apply through
 	snap   snapshot
 	owned  ownedState
 	intent *intent
@@ -250,10 +269,10 @@ func (p *planner) planLink(lp *linkPlan) {
 		}
 		s := undoable{
 			summary: summary,
-			apply:   func(ctx context.Context) error { return setMTU(ctx, ref, w.MTU) },
+			apply:   func(ctx context.Context) error { return setMTU(ctx, p.c, ref, w.MTU) },
 		}
 		if !lp.fresh {
-			s.undo = func(ctx context.Context) error { return setMTU(ctx, ref, mtu) }
+			s.undo = func(ctx context.Context) error { return setMTU(ctx, p.c, ref, mtu) }
 		}
 		if lp.fresh || w.MTU > mtu {
 			p.mtuUp = append(p.mtuUp, s)
@@ -265,8 +284,8 @@ func (p *planner) planLink(lp *linkPlan) {
 		verb := map[bool]string{true: "set up", false: "set down"}
 		p.updown = append(p.updown, undoable{
 			summary: label + ": " + verb[w.Up],
-			apply:   func(ctx context.Context) error { return setUp(ctx, ref, w.Up) },
-			undo:    func(ctx context.Context) error { return setUp(ctx, ref, up) },
+			apply:   func(ctx context.Context) error { return setUp(ctx, p.c, ref, w.Up) },
+			undo:    func(ctx context.Context) error { return setUp(ctx, p.c, ref, up) },
 		})
 	}
 	var have map[string]bool
@@ -285,10 +304,10 @@ func (p *planner) planLink(lp *linkPlan) {
 				if err := p.intent.record(); err != nil {
 					return err
 				}
-				return addAddr(ctx, ref, pfx)
+				return addAddr(ctx, p.c, ref, pfx)
 			},
 			undo: func(ctx context.Context) error {
-				if err := delAddr(ctx, ref, pfx); err != nil {
+				if err := delAddr(ctx, p.c, ref, pfx); err != nil {
 					return err
 				}
 				return p.d.forgetAddr(k)
@@ -297,8 +316,8 @@ func (p *planner) planLink(lp *linkPlan) {
 	}
 }
 
-func setMTU(ctx context.Context, ref linkRef, mtu int) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func setMTU(ctx context.Context, c *conn, ref linkRef, mtu int) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		l, err := ref.get(h)
 		if err != nil {
 			return err
@@ -314,8 +333,8 @@ func setMTU(ctx context.Context, ref linkRef, mtu int) error {
 	})
 }
 
-func setUp(ctx context.Context, ref linkRef, up bool) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func setUp(ctx context.Context, c *conn, ref linkRef, up bool) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		l, err := ref.get(h)
 		if err != nil {
 			return err

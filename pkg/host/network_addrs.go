@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func addAddr(ctx context.Context, ref linkRef, pfx netip.Prefix) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func addAddr(ctx context.Context, c *conn, ref linkRef, pfx netip.Prefix) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		l, err := ref.get(h)
 		if err != nil {
 			return err
@@ -24,8 +24,8 @@ func addAddr(ctx context.Context, ref linkRef, pfx netip.Prefix) error {
 	})
 }
 
-func delAddr(ctx context.Context, ref linkRef, pfx netip.Prefix) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func delAddr(ctx context.Context, c *conn, ref linkRef, pfx netip.Prefix) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		l, err := ref.get(h)
 		if isNotFound(err) {
 			return nil // gone with its link
@@ -61,7 +61,7 @@ func (p *planner) planOwnedAddrs(want map[addrKey]bool) {
 		p.addrDel = append(p.addrDel, undoable{
 			summary: fmt.Sprintf("address %s on %s: remove", k.CIDR, k.Link),
 			apply: func(ctx context.Context) error {
-				if err := delAddr(ctx, ref, pfx); err != nil {
+				if err := delAddr(ctx, p.c, ref, pfx); err != nil {
 					return err
 				}
 				return p.d.forgetAddr(k)
@@ -70,7 +70,7 @@ func (p *planner) planOwnedAddrs(want map[addrKey]bool) {
 				if err := p.d.state.update(func(s *ownedState) { s.Addresses = append(s.Addresses, k) }); err != nil {
 					return err
 				}
-				return addAddr(ctx, ref, pfx)
+				return addAddr(ctx, p.c, ref, pfx)
 			},
 		})
 	}

@@ -195,7 +195,7 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 		summary: summary,
 		apply: func(ctx context.Context) error {
 			if old != nil {
-				if err := deleteLink(ctx, old.Attrs().Name, old.Type()); err != nil {
+				if err := deleteLink(ctx, p.c, old.Attrs().Name, old.Type()); err != nil {
 					return err
 				}
 				was := linkKey{Name: old.Attrs().Name, Kind: old.Type()}
@@ -208,7 +208,7 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 			if err := p.intent.record(); err != nil {
 				return err
 			}
-			return withHandle(ctx, func(h *netlink.Handle) error {
+			return p.c.do(ctx, func(h *netlink.Handle) error {
 				l, err := newLink(h, w, parent)
 				if err != nil {
 					return err
@@ -225,7 +225,7 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 			})
 		},
 		undo: func(ctx context.Context) error {
-			if err := deleteLink(ctx, w.Name, w.Kind); err != nil {
+			if err := deleteLink(ctx, p.c, w.Name, w.Kind); err != nil {
 				return err
 			}
 			if err := p.d.forgetLink(key); err != nil || old == nil {
@@ -234,7 +234,7 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 			if err := p.d.state.update(func(s *ownedState) { s.Links = append(s.Links, linkKey{Name: old.Attrs().Name, Kind: old.Type()}) }); err != nil {
 				return err
 			}
-			return recreate(ctx, old, oldAddrs)
+			return recreate(ctx, p.c, old, oldAddrs)
 		},
 	})
 }
@@ -297,14 +297,14 @@ func (p *planner) planModify(lp *linkPlan, diffs []string) {
 	w, old := lp.w, lp.link
 	p.create = append(p.create, undoable{
 		summary: fmt.Sprintf("%s: change %s", lp.label(), strings.Join(diffs, ", ")),
-		apply:   func(ctx context.Context) error { return modifyLink(ctx, old, w) },
-		undo:    func(ctx context.Context) error { return restoreLink(ctx, old) },
+		apply:   func(ctx context.Context) error { return modifyLink(ctx, p.c, old, w) },
+		undo:    func(ctx context.Context) error { return restoreLink(ctx, p.c, old) },
 	})
 }
 
 // modifyLink applies a spec's mutable attributes (bond options, macvlan mode, MAC).
-func modifyLink(ctx context.Context, l netlink.Link, w wantLink) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func modifyLink(ctx context.Context, c *conn, l netlink.Link, w wantLink) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		a := netlink.LinkAttrs{Index: l.Attrs().Index, Name: l.Attrs().Name}
 		var err error
 		switch l.(type) {
@@ -329,8 +329,8 @@ func modifyLink(ctx context.Context, l netlink.Link, w wantLink) error {
 }
 
 // restoreLink puts an observed link's mutable attributes back.
-func restoreLink(ctx context.Context, l netlink.Link) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func restoreLink(ctx context.Context, c *conn, l netlink.Link) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		var err error
 		switch o := l.(type) {
 		case *netlink.Bond:
@@ -348,8 +348,8 @@ func restoreLink(ctx context.Context, l netlink.Link) error {
 }
 
 // deleteLink deletes the link named name if it is still of kind.
-func deleteLink(ctx context.Context, name, kind string) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func deleteLink(ctx context.Context, c *conn, name, kind string) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		l, err := h.LinkByName(name)
 		if err != nil {
 			if isNotFound(err) {
@@ -369,7 +369,7 @@ func deleteLink(ctx context.Context, name, kind string) error {
 
 // recreate adds an observed link again (with its MTU, MAC, admin state and the given
 // addresses): the undo of a deletion, best effort.
-func recreate(ctx context.Context, old netlink.Link, addrs []netip.Prefix) error {
+func recreate(ctx context.Context, c *conn, old netlink.Link, addrs []netip.Prefix) error {
 	o := old.Attrs()
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name, attrs.MTU, attrs.HardwareAddr, attrs.ParentIndex = o.Name, o.MTU, o.HardwareAddr, o.ParentIndex
@@ -393,14 +393,14 @@ func recreate(ctx context.Context, old netlink.Link, addrs []netip.Prefix) error
 	default:
 		return fmt.Errorf("host: cannot re-create %s link %s", old.Type(), o.Name)
 	}
-	err := withHandle(ctx, func(h *netlink.Handle) error {
+	err := c.do(ctx, func(h *netlink.Handle) error {
 		if err := ignoreErr(h.LinkAdd(l), unix.EEXIST); err != nil {
 			return fmt.Errorf("host: re-create %s: %w", o.Name, err)
 		}
 		return nil
 	})
 	for _, a := range addrs {
-		err = errors.Join(err, addAddr(ctx, linkRef{name: o.Name}, a))
+		err = errors.Join(err, addAddr(ctx, c, linkRef{name: o.Name}, a))
 	}
 	return err
 }

@@ -45,10 +45,10 @@ func (p *planner) planMember(lp *linkPlan) error {
 			if err := p.intent.record(); err != nil {
 				return err
 			}
-			return setMaster(ctx, ref, master, isBond, w.Up)
+			return setMaster(ctx, p.c, ref, master, isBond, w.Up)
 		},
 		undo: func(ctx context.Context) error {
-			if err := setMaster(ctx, ref, oldName, false, false); err != nil {
+			if err := setMaster(ctx, p.c, ref, oldName, false, false); err != nil {
 				return err
 			}
 			return p.d.forgetMember(key)
@@ -59,8 +59,8 @@ func (p *planner) planMember(lp *linkPlan) error {
 
 // setMaster makes ref a member of master ("" releases it). A bond takes only links
 // that are down; bring it up again afterwards if wanted.
-func setMaster(ctx context.Context, ref linkRef, master string, bond, up bool) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func setMaster(ctx context.Context, c *conn, ref linkRef, master string, bond, up bool) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		l, err := ref.get(h)
 		if err != nil {
 			return err
@@ -117,7 +117,7 @@ func (p *planner) planOwnedMembers() {
 		p.members = append(p.members, undoable{
 			summary: fmt.Sprintf("link %s: leave %s", k.Link, k.Master),
 			apply: func(ctx context.Context) error {
-				if err := setMaster(ctx, ref, "", false, false); err != nil {
+				if err := setMaster(ctx, p.c, ref, "", false, false); err != nil {
 					return err
 				}
 				return p.d.forgetMember(k)
@@ -126,7 +126,7 @@ func (p *planner) planOwnedMembers() {
 				if err := p.d.state.update(func(s *ownedState) { s.Members = append(s.Members, k) }); err != nil {
 					return err
 				}
-				return setMaster(ctx, ref, k.Master, false, false)
+				return setMaster(ctx, p.c, ref, k.Master, false, false)
 			},
 		})
 	}
@@ -165,7 +165,7 @@ func (p *planner) planOwnedLinks() {
 		s := undoable{
 			summary: fmt.Sprintf("link %s: delete %s (no longer declared)", k.Name, k.Kind),
 			apply: func(ctx context.Context) error {
-				if err := deleteLink(ctx, k.Name, k.Kind); err != nil {
+				if err := deleteLink(ctx, p.c, k.Name, k.Kind); err != nil {
 					return err
 				}
 				return p.d.forgetLink(k)
@@ -174,7 +174,7 @@ func (p *planner) planOwnedLinks() {
 				if err := p.d.state.update(func(s *ownedState) { s.Links = append(s.Links, k) }); err != nil {
 					return err
 				}
-				return recreate(ctx, l, addrs)
+				return recreate(ctx, p.c, l, addrs)
 			},
 		}
 		if l.Attrs().ParentIndex != 0 || k.Kind == hostspec.LinkVXLAN {

@@ -84,7 +84,7 @@ func (p *planner) planRoute(w wantRoute) error {
 					return err
 				}
 			}
-			return withHandle(ctx, func(h *netlink.Handle) error {
+			return p.c.do(ctx, func(h *netlink.Handle) error {
 				r := want // RouteReplace may fill in fields
 				if w.Dev != "" {
 					l, err := dev.get(h)
@@ -100,22 +100,22 @@ func (p *planner) planRoute(w wantRoute) error {
 			})
 		},
 		undo: func(ctx context.Context) error {
-			if err := deleteRoute(ctx, w.key); err != nil {
+			if err := deleteRoute(ctx, p.c, w.key); err != nil {
 				return err
 			}
 			return p.d.forgetRoute(w.key)
 		},
 	}
 	if exists {
-		s.undo = func(ctx context.Context) error { return restoreRoute(ctx, have) }
+		s.undo = func(ctx context.Context) error { return restoreRoute(ctx, p.c, have) }
 	}
 	p.routeSet = append(p.routeSet, s)
 	return nil
 }
 
 // restoreRoute puts an observed route back as it was.
-func restoreRoute(ctx context.Context, r netlink.Route) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func restoreRoute(ctx context.Context, c *conn, r netlink.Route) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		if err := h.RouteReplace(&r); err != nil {
 			return fmt.Errorf("host: restore route %s: %w", r.Dst, err)
 		}
@@ -171,7 +171,7 @@ func (p *planner) planOwnedRoutes(want map[routeKey]bool) {
 		p.routeDel = append(p.routeDel, undoable{
 			summary: label + ": remove",
 			apply: func(ctx context.Context) error {
-				if err := deleteRoute(ctx, k); err != nil {
+				if err := deleteRoute(ctx, p.c, k); err != nil {
 					return fmt.Errorf("host: remove %s: %w", label, err)
 				}
 				return p.d.forgetRoute(k)
@@ -180,7 +180,7 @@ func (p *planner) planOwnedRoutes(want map[routeKey]bool) {
 				if err := p.d.state.update(func(s *ownedState) { s.Routes = append(s.Routes, k) }); err != nil {
 					return err
 				}
-				return restoreRoute(ctx, have)
+				return restoreRoute(ctx, p.c, have)
 			},
 		})
 	}
@@ -188,12 +188,12 @@ func (p *planner) planOwnedRoutes(want map[routeKey]bool) {
 
 // deleteRoute deletes the route with key k if it is still there. It looks the route up
 // again first: a delete by key alone would let the kernel pick another metric.
-func deleteRoute(ctx context.Context, k routeKey) error {
+func deleteRoute(ctx context.Context, c *conn, k routeKey) error {
 	dst, err := netip.ParsePrefix(k.Dst)
 	if err != nil {
 		return driver.Permanent(fmt.Errorf("host: state: %w", err))
 	}
-	return withHandle(ctx, func(h *netlink.Handle) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		fam := netlink.FAMILY_V4
 		if dst.Addr().Is6() {
 			fam = netlink.FAMILY_V6

@@ -58,8 +58,8 @@ func ruleOf(k ruleKey) *netlink.Rule {
 	return r
 }
 
-func addRule(ctx context.Context, k ruleKey) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func addRule(ctx context.Context, c *conn, k ruleKey) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		if err := ignoreErr(h.RuleAdd(ruleOf(k)), unix.EEXIST); err != nil {
 			return fmt.Errorf("host: add %s: %w", describeRule(k), err)
 		}
@@ -67,8 +67,8 @@ func addRule(ctx context.Context, k ruleKey) error {
 	})
 }
 
-func delRule(ctx context.Context, k ruleKey) error {
-	return withHandle(ctx, func(h *netlink.Handle) error {
+func delRule(ctx context.Context, c *conn, k ruleKey) error {
+	return c.do(ctx, func(h *netlink.Handle) error {
 		if err := ignoreErr(h.RuleDel(ruleOf(k)), unix.ENOENT, unix.ESRCH); err != nil {
 			return fmt.Errorf("host: remove %s: %w", describeRule(k), err)
 		}
@@ -97,10 +97,10 @@ func (p *planner) planRules(want []wantRule) {
 				if err := p.intent.record(); err != nil {
 					return err
 				}
-				return addRule(ctx, k)
+				return addRule(ctx, p.c, k)
 			},
 			undo: func(ctx context.Context) error {
-				if err := delRule(ctx, k); err != nil {
+				if err := delRule(ctx, p.c, k); err != nil {
 					return err
 				}
 				return p.d.forgetRule(k)
@@ -119,7 +119,7 @@ func (p *planner) planRules(want []wantRule) {
 		p.ruleDel = append(p.ruleDel, undoable{
 			summary: describeRule(k) + ": remove",
 			apply: func(ctx context.Context) error {
-				if err := delRule(ctx, k); err != nil {
+				if err := delRule(ctx, p.c, k); err != nil {
 					return err
 				}
 				return p.d.forgetRule(k)
@@ -128,7 +128,7 @@ func (p *planner) planRules(want []wantRule) {
 				if err := p.d.state.update(func(s *ownedState) { s.Rules = append(s.Rules, k) }); err != nil {
 					return err
 				}
-				return addRule(ctx, k)
+				return addRule(ctx, p.c, k)
 			},
 		})
 	}
