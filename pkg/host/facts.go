@@ -47,7 +47,7 @@ func GatherWith(ctx context.Context, opts GatherOptions) (Facts, error) {
 	if err := ctx.Err(); err != nil {
 		return Facts{}, fmt.Errorf("host: gather facts: %w", err)
 	}
-	snap, err := observe(ctx)
+	snap, err := observe(ctx, everything)
 	if err != nil {
 		return Facts{}, err
 	}

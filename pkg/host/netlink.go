@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -81,8 +82,21 @@ func (c *conn) close() {
 	}
 }
 
-// observe takes a snapshot; dumps interrupted by concurrent changes are retried.
-func observe(ctx context.Context) (snapshot, error) {
+// scope is what a snapshot holds besides every link and address.
+type scope struct {
+	allRoutes bool         // the routes of every table of every family
+	tables    []routeTable // else only the routes of these tables
+	rules     bool
+}
+
+// routeTable is one routing table of one address family.
+type routeTable struct{ family, table int }
+
+// everything is the scope of a full snapshot.
+var everything = scope{allRoutes: true, rules: true}
+
+// observe takes a snapshot of sc; dumps interrupted by concurrent changes are retried.
+func observe(ctx context.Context, sc scope) (snapshot, error) {
 	var s snapshot
 	err := withHandle(ctx, func(h *netlink.Handle) error {
 		var err error
@@ -90,7 +104,7 @@ func observe(ctx context.Context) (snapshot, error) {
 			if err = ctx.Err(); err != nil {
 				return err
 			}
-			if s, err = dump(h); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			if s, err = dump(h, sc); !errors.Is(err, netlink.ErrDumpInterrupted) {
 				return err
 			}
 		}
@@ -102,7 +116,7 @@ func observe(ctx context.Context) (snapshot, error) {
 	return s, nil
 }
 
-func dump(h *netlink.Handle) (snapshot, error) {
+func dump(h *netlink.Handle, sc scope) (snapshot, error) {
 	links, err := h.LinkList()
 	if err != nil {
 		return snapshot{}, fmt.Errorf("list links: %w", err)
@@ -111,15 +125,47 @@ func dump(h *netlink.Handle) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, fmt.Errorf("list addresses: %w", err)
 	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	var rules []netlink.Rule
+	if sc.rules {
+		rules, err = h.RuleList(netlink.FAMILY_ALL)
+		if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EAFNOSUPPORT) { // no policy routing: no rules
+			return snapshot{}, fmt.Errorf("list rules: %w", err)
+		}
+	}
+	var routes []netlink.Route
+	switch {
+	case sc.allRoutes:
+		routes, err = h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	case len(sc.tables) > 0:
+		routes, err = tableRoutes(h, sc.tables)
+	}
 	if err != nil {
 		return snapshot{}, fmt.Errorf("list routes: %w", err)
 	}
-	rules, err := h.RuleList(netlink.FAMILY_ALL)
-	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EAFNOSUPPORT) { // no policy routing: no rules
-		return snapshot{}, fmt.Errorf("list rules: %w", err)
-	}
 	return snapshot{links: links, addrs: addrs, routes: routes, rules: rules}, nil
+}
+
+// tableRoutes dumps the routes of the given tables only. With strict checking (Linux
+// 4.20) the kernel dumps just the table asked for, and says ENOENT when it has no such
+// table; without, it is one dump of every table, filtered here.
+func tableRoutes(h *netlink.Handle, tables []routeTable) ([]netlink.Route, error) {
+	if err := h.SetStrictCheck(true); err != nil {
+		all, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		return slices.DeleteFunc(all, func(r netlink.Route) bool { return !slices.Contains(tables, routeTable{r.Family, r.Table}) }), err
+	}
+	defer h.SetStrictCheck(false) // a rule dump on this handle is refused when strict
+	var out []netlink.Route
+	for _, t := range tables {
+		rs, err := h.RouteListFiltered(t.family, &netlink.Route{Table: t.table}, netlink.RT_FILTER_TABLE)
+		if errors.Is(err, unix.ENOENT) {
+			continue // no route has been put in that table yet
+		}
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // linkByIndex finds a link in the snapshot.

@@ -79,11 +79,11 @@ func closing(cs []driver.Change, c *conn) []driver.Change {
 // steps observes the namespace and plans what it takes to reach want; the steps
 // apply through c.
 func (d *NetworkDriver) steps(ctx context.Context, want networkWant, c *conn) ([]undoable, error) {
-	snap, err := observe(ctx)
+	owned, err := d.state.load()
 	if err != nil {
 		return nil, err
 	}
-	owned, err := d.state.load()
+	snap, err := observe(ctx, want.scope(owned))
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +97,26 @@ func (d *NetworkDriver) steps(ctx context.Context, want networkWant, c *conn) ([
 		}
 	}
 	return p.plan(want)
+}
+
+// scope is what the planner looks at besides links and addresses: the tables of the
+// routes wanted or owned, and rules when any are wanted or owned.
+func (w networkWant) scope(owned ownedState) scope {
+	sc := scope{rules: len(w.rules) > 0 || len(owned.Rules) > 0}
+	keys := slices.Clone(owned.Routes)
+	for _, r := range w.routes {
+		keys = append(keys, r.key)
+	}
+	for _, k := range keys {
+		t := routeTable{family: netlink.FAMILY_V4, table: k.Table}
+		if strings.Contains(k.Dst, ":") {
+			t.family = netlink.FAMILY_V6
+		}
+		if !slices.Contains(sc.tables, t) {
+			sc.tables = append(sc.tables, t)
+		}
+	}
+	return sc
 }
 
 // linkPlan is a wanted link resolved against the snapshot.
