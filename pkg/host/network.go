@@ -87,7 +87,7 @@ func (d *NetworkDriver) steps(ctx context.Context, want networkWant, c *conn) ([
 	if err != nil {
 		return nil, err
 	}
-	p := &planner{d: d, c: c, snap: snap, owned: owned, intent: &intent{store: d.state},
+	p := &planner{d: d, c: c, snap: snap, owned: owned, intent: &intent{store: d.state, owned: owned},
 		links: map[string]*linkPlan{}, routes: map[routeKey]netlink.Route{}}
 	for _, r := range snap.routes {
 		if k, ok := keyOf(r); ok {
@@ -221,8 +221,8 @@ func (p *planner) plan(want networkWant) ([]undoable, error) {
 	p.planRules(want.rules)
 	p.planOwnedLinks()
 	slices.Reverse(p.mtuDown) // upper links first
-	return slices.Concat(p.create, p.members, p.mtuDown, p.mtuUp, p.updown, p.addrDel, p.addrAdd,
-		p.routeSet, p.ruleAdd, p.routeDel, p.ruleDel, p.linkDel), nil
+	return startingIntent(slices.Concat(p.create, p.members, p.mtuDown, p.mtuUp, p.updown, p.addrDel, p.addrAdd,
+		p.routeSet, p.ruleAdd, p.routeDel, p.ruleDel, p.linkDel), p.intent), nil
 }
 
 // resolve finds the link a spec means, planning its creation when it is of a kind
@@ -383,11 +383,17 @@ func (p *planner) addrsOn(i int) map[string]bool {
 
 // intent records, once and before the first add, ownership of everything a Diff is
 // about to add: a crash after recording leaves owned-but-absent entries, which the
-// next Diff either adds again or forgets.
+// next Diff either adds again or forgets. The first change starts the write in the
+// background, so that its fsyncs overlap with the changes before the first add (MTUs,
+// admin state); the first add waits for it. A change that fails before any add
+// takes the record back, as if it had never been written.
 type intent struct {
 	store   *stateStore
+	owned   ownedState // as the Diff saw it: what taking back keeps
 	mu      sync.Mutex
-	done    bool
+	done    bool          // the record is durable
+	writing chan struct{} // closed when the write start began has ended
+	used    bool          // an add went ahead on the record
 	addrs   []addrKey
 	routes  []routeKey
 	links   []linkKey
@@ -395,24 +401,106 @@ type intent struct {
 	rules   []ruleKey
 }
 
-func (in *intent) record() error {
+func (in *intent) empty() bool {
+	return len(in.addrs)+len(in.routes)+len(in.links)+len(in.members)+len(in.rules) == 0
+}
+
+// start begins writing the record in the background, once.
+func (in *intent) start() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.done {
-		return nil
+	if in.done || in.writing != nil || in.empty() {
+		return
 	}
-	err := in.store.update(func(s *ownedState) {
+	ch := make(chan struct{})
+	in.writing = ch
+	go func() {
+		defer close(ch)
+		err := in.write()
+		in.mu.Lock()
+		in.done = err == nil // else record writes again, and reports the error
+		in.mu.Unlock()
+	}()
+}
+
+// wait returns once the write start began, if any, has ended.
+func (in *intent) wait() {
+	in.mu.Lock()
+	ch := in.writing
+	in.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// record makes the record durable before an add.
+func (in *intent) record() error {
+	in.wait()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.done {
+		if err := in.write(); err != nil {
+			return err
+		}
+		in.done = true
+	}
+	in.used = true
+	return nil
+}
+
+func (in *intent) write() error {
+	return in.store.update(func(s *ownedState) {
 		s.Addresses = append(s.Addresses, in.addrs...)
 		s.Routes = append(s.Routes, in.routes...)
 		s.Links = append(s.Links, in.links...)
 		s.Members = append(s.Members, in.members...)
 		s.Rules = append(s.Rules, in.rules...)
 	})
-	if err != nil {
-		return err
+}
+
+// abandon takes back a record no add has used, keeping what was owned before.
+func (in *intent) abandon() error {
+	in.wait()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.done || in.used {
+		return nil
 	}
-	in.done = true
+	err := in.store.update(func(s *ownedState) {
+		s.Addresses = unrecord(s.Addresses, in.addrs, in.owned.Addresses)
+		s.Routes = unrecord(s.Routes, in.routes, in.owned.Routes)
+		s.Links = unrecord(s.Links, in.links, in.owned.Links)
+		s.Members = unrecord(s.Members, in.members, in.owned.Members)
+		s.Rules = unrecord(s.Rules, in.rules, in.owned.Rules)
+	})
+	if err != nil {
+		return fmt.Errorf("take back the ownership record: %w", err)
+	}
+	in.done = false
 	return nil
+}
+
+// unrecord deletes from s the keys of added that kept does not hold.
+func unrecord[T comparable](s, added, kept []T) []T {
+	return deleteKeys(s, func(k T) bool { return slices.Contains(added, k) && !slices.Contains(kept, k) })
+}
+
+// startingIntent makes every step start the intent's write, and take it back when
+// the step fails before any add used it.
+func startingIntent(steps []undoable, in *intent) []undoable {
+	for i, s := range steps {
+		steps[i].apply = func(ctx context.Context) error {
+			in.start()
+			err := s.apply(ctx)
+			if err != nil {
+				if aerr := in.abandon(); aerr != nil {
+					return errors.Join(err, aerr)
+				}
+			}
+			return err
+		}
+	}
+	return steps
 }
 
 // describe renders a change target: "route 10.1.0.0/16 via 10.0.0.1 dev eth1 table 100".

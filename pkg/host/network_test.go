@@ -187,6 +187,32 @@ func TestNetworkRepairsDrift(t *testing.T) {
 	})
 }
 
+// Ownership is written while the changes before the first add run; when one of them
+// fails, no add happens and the record is taken back, keeping what was owned before.
+func TestNetworkFailureBeforeAddsLeavesNoOwnership(t *testing.T) {
+	n := newNS(t)
+	dir := t.TempDir()
+	n.run(t, func() {
+		addVeth(t, "v0", "v1", "")
+		d := NewNetworkDriver(dir)
+		mustRun(t, d, mustJSON(t, hostspec.NetworkInputs{Links: []hostspec.LinkSpec{{Name: "v0", Addresses: []string{"10.0.0.5/24"}}}}))
+		in := hostspec.NetworkInputs{
+			Links:  []hostspec.LinkSpec{{Name: "v0", MTU: 60, Addresses: []string{"10.0.0.5/24", "10.0.0.6/24"}}}, // below the minimum
+			Routes: []hostspec.RouteSpec{{Dst: "10.1.0.0/16", Gateway: "10.0.0.1"}},
+		}
+		res := driver.Run(context.Background(), d, mustJSON(t, in))
+		if res.OK() || res.Retryable || !strings.Contains(res.Error, "set mtu 60 on v0") || len(res.Changes) != 0 {
+			t.Fatalf("run %+v, want a permanent mtu failure", res)
+		}
+		if st := readOwned(t, dir); !slices.Equal(st.Addresses, []addrKey{{Link: "v0", CIDR: "10.0.0.5/24"}}) || len(st.Routes) != 0 {
+			t.Errorf("owned after the failure %+v, want only 10.0.0.5/24", st)
+		}
+		if a := addrs(t, "v0"); a["10.0.0.6/24"] {
+			t.Error("10.0.0.6/24 added after the failure")
+		}
+	})
+}
+
 func TestNetworkMissingLinkIsPermanent(t *testing.T) {
 	n := newNS(t)
 	n.run(t, func() {
