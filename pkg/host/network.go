@@ -174,6 +174,7 @@ type planner struct {
 	links  map[string]*linkPlan // spec name -> plan
 	order  []*linkPlan          // lower links first
 	routes map[routeKey]netlink.Route
+	addrs  map[int]map[string]bool // link index -> CIDRs, built by addrsOn
 
 	create, members, mtuDown, mtuUp, updown, addrDel, addrAdd, routeSet, ruleAdd, routeDel, ruleDel, linkDel []undoable
 }
@@ -370,15 +371,20 @@ func setUp(ctx context.Context, c *conn, ref linkRef, up bool) error {
 	})
 }
 
-// addrsOn is the set of CIDRs on link index i.
+// addrsOn is the set of CIDRs on link index i; callers must not change it.
 func (p *planner) addrsOn(i int) map[string]bool {
-	out := map[string]bool{}
-	for _, a := range p.snap.addrs {
-		if pfx, ok := toPrefix(a.IPNet); ok && a.LinkIndex == i {
-			out[pfx.String()] = true
+	if p.addrs == nil { // indexed once: every link asks
+		p.addrs = map[int]map[string]bool{}
+		for _, a := range p.snap.addrs {
+			if pfx, ok := toPrefix(a.IPNet); ok {
+				if p.addrs[a.LinkIndex] == nil {
+					p.addrs[a.LinkIndex] = map[string]bool{}
+				}
+				p.addrs[a.LinkIndex][pfx.String()] = true
+			}
 		}
 	}
-	return out
+	return p.addrs[i]
 }
 
 // intent records, once and before the first add, ownership of everything a Diff is
