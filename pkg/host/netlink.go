@@ -44,8 +44,9 @@ func withHandle(ctx context.Context, fn func(h *netlink.Handle) error) error {
 // change that needs it, in the network namespace of the thread applying that change,
 // and closed by close; a use after close opens it again.
 type conn struct {
-	mu sync.Mutex
-	h  *netlink.Handle
+	mu      sync.Mutex
+	h       *netlink.Handle
+	created map[string]netlink.Link // added through it, by name: found without a lookup
 }
 
 // do runs fn with the shared handle. A done ctx stops it before it starts.
@@ -80,6 +81,39 @@ func (c *conn) close() {
 		c.h.Close()
 		c.h = nil
 	}
+	c.created = nil
+}
+
+// remember notes a link the changes added (its index filled in by LinkAdd), so that
+// the changes after it need not look it up by name.
+func (c *conn) remember(l netlink.Link) {
+	if l.Attrs().Index == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == nil {
+		c.created = map[string]netlink.Link{}
+	}
+	c.created[l.Attrs().Name] = l
+}
+
+// forget drops a link the changes deleted.
+func (c *conn) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.created, name)
+}
+
+// byName finds a link: one the changes added, else the kernel's of that name.
+func (c *conn) byName(h *netlink.Handle, name string) (netlink.Link, error) {
+	c.mu.Lock()
+	l := c.created[name]
+	c.mu.Unlock()
+	if l != nil {
+		return l, nil
+	}
+	return h.LinkByName(name)
 }
 
 // scope is what a snapshot holds besides every link and address.

@@ -153,11 +153,11 @@ type linkRef struct {
 	index int
 }
 
-func (r linkRef) get(h *netlink.Handle) (netlink.Link, error) {
+func (r linkRef) get(c *conn, h *netlink.Handle) (netlink.Link, error) {
 	if r.index > 0 {
 		return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: r.index, Name: r.name}}, nil
 	}
-	l, err := h.LinkByName(r.name)
+	l, err := c.byName(h, r.name)
 	if err != nil {
 		return nil, fmt.Errorf("link %s: %w", r.name, err)
 	}
@@ -339,7 +339,7 @@ func (p *planner) planLink(lp *linkPlan) {
 
 func setMTU(ctx context.Context, c *conn, ref linkRef, mtu int) error {
 	return c.do(ctx, func(h *netlink.Handle) error {
-		l, err := ref.get(h)
+		l, err := ref.get(c, h)
 		if err != nil {
 			return err
 		}
@@ -356,7 +356,7 @@ func setMTU(ctx context.Context, c *conn, ref linkRef, mtu int) error {
 
 func setUp(ctx context.Context, c *conn, ref linkRef, up bool) error {
 	return c.do(ctx, func(h *netlink.Handle) error {
-		l, err := ref.get(h)
+		l, err := ref.get(c, h)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 
 func addAddr(ctx context.Context, c *conn, ref linkRef, pfx netip.Prefix) error {
 	return c.do(ctx, func(h *netlink.Handle) error {
-		l, err := ref.get(h)
+		l, err := ref.get(c, h)
 		if err != nil {
 			return err
 		}
@@ -26,7 +26,7 @@ func addAddr(ctx context.Context, c *conn, ref linkRef, pfx netip.Prefix) error 
 
 func delAddr(ctx context.Context, c *conn, ref linkRef, pfx netip.Prefix) error {
 	return c.do(ctx, func(h *netlink.Handle) error {
-		l, err := ref.get(h)
+		l, err := ref.get(c, h)
 		if isNotFound(err) {
 			return nil // gone with its link
 		}

@@ -209,18 +209,20 @@ func (p *planner) planCreate(lp *linkPlan, old netlink.Link, why string) {
 				return err
 			}
 			return p.c.do(ctx, func(h *netlink.Handle) error {
-				l, err := newLink(h, w, parent)
+				l, err := newLink(p.c, h, w, parent)
 				if err != nil {
 					return err
 				}
 				if err := h.LinkAdd(l); err != nil {
 					if errors.Is(err, unix.EEXIST) {
 						if have, lerr := h.LinkByName(w.Name); lerr == nil && have.Type() == w.Kind {
+							p.c.remember(have)
 							return nil // created by an earlier, interrupted run
 						}
 					}
 					return notSupported(fmt.Errorf("host: create %s %s: %w", w.Kind, w.Name, err), w.Kind)
 				}
+				p.c.remember(l)
 				return nil
 			})
 		},
@@ -248,14 +250,14 @@ func notSupported(err error, kind string) error {
 }
 
 // newLink builds the netlink object that creates w, looking its parent up by name.
-func newLink(h *netlink.Handle, w wantLink, parent string) (netlink.Link, error) {
+func newLink(c *conn, h *netlink.Handle, w wantLink, parent string) (netlink.Link, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = w.Name
 	if w.mac != nil {
 		attrs.HardwareAddr = w.mac
 	}
 	if parent != "" {
-		pl, err := h.LinkByName(parent)
+		pl, err := c.byName(h, parent)
 		if err != nil {
 			return nil, fmt.Errorf("host: create %s: parent %s: %w", w.Name, parent, err)
 		}
@@ -350,6 +352,7 @@ func restoreLink(ctx context.Context, c *conn, l netlink.Link) error {
 // deleteLink deletes the link named name if it is still of kind.
 func deleteLink(ctx context.Context, c *conn, name, kind string) error {
 	return c.do(ctx, func(h *netlink.Handle) error {
+		c.forget(name)
 		l, err := h.LinkByName(name)
 		if err != nil {
 			if isNotFound(err) {
@@ -394,9 +397,13 @@ func recreate(ctx context.Context, c *conn, old netlink.Link, addrs []netip.Pref
 		return fmt.Errorf("host: cannot re-create %s link %s", old.Type(), o.Name)
 	}
 	err := c.do(ctx, func(h *netlink.Handle) error {
-		if err := ignoreErr(h.LinkAdd(l), unix.EEXIST); err != nil {
+		if err := h.LinkAdd(l); err != nil {
+			if errors.Is(err, unix.EEXIST) {
+				return nil
+			}
 			return fmt.Errorf("host: re-create %s: %w", o.Name, err)
 		}
+		c.remember(l)
 		return nil
 	})
 	for _, a := range addrs {

@@ -61,7 +61,7 @@ func (p *planner) planMember(lp *linkPlan) error {
 // that are down; bring it up again afterwards if wanted.
 func setMaster(ctx context.Context, c *conn, ref linkRef, master string, bond, up bool) error {
 	return c.do(ctx, func(h *netlink.Handle) error {
-		l, err := ref.get(h)
+		l, err := ref.get(c, h)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func setMaster(ctx context.Context, c *conn, ref linkRef, master string, bond, u
 			}
 			return nil
 		}
-		m, err := h.LinkByName(master)
+		m, err := c.byName(h, master)
 		if err != nil {
 			return fmt.Errorf("host: %s: master %s: %w", ref.name, master, err)
 		}

@@ -87,7 +87,7 @@ func (p *planner) planRoute(w wantRoute) error {
 			return p.c.do(ctx, func(h *netlink.Handle) error {
 				r := want // RouteReplace may fill in fields
 				if w.Dev != "" {
-					l, err := dev.get(h)
+					l, err := dev.get(p.c, h)
 					if err != nil {
 						return fmt.Errorf("host: %s: %w", w.describe(), err)
 					}
