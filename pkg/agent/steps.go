@@ -72,42 +72,53 @@ func (a *agent) stepLoop(ctx context.Context) error {
 	bo := newBackoff(time.Second, 30*time.Second)
 	runs := newStepRuns()
 	defer runs.wait()
-	recheck := false // a runnable step was held back: ask again soon
+	recheck := false        // a runnable step was held back: ask again soon
+	var lastAsked time.Time // when the answer in a.snap was asked for
 	for ctx.Err() == nil {
-		wait := stepsWait
-		if snap, ok := a.snapshot(); ok {
-			wait = nextWait(snap.Steps, time.Now(), stepsWait)
-		}
-		if runs.busy() || recheck {
-			wait = min(wait, busyWait)
+		snap, have := a.snapshot()
+		asked := lastAsked
+		// A run that ended since the last answer may free a slot or its kind for a
+		// step that answer lists as runnable: look again before asking (asking
+		// would wait for a change that may never come).
+		if !runs.takeKick() || !have {
+			wait := stepsWait
+			if have {
+				wait = nextWait(snap.Steps, time.Now(), stepsWait)
+			}
+			if runs.busy() || recheck {
+				wait = min(wait, busyWait)
+			}
+			asked = time.Now()
+			// A run that ends cuts the query short: its result changes what is runnable.
+			fctx, cancel := context.WithCancel(ctx)
+			runs.onDone(cancel)
+			next, idx, err := a.fetchSteps(fctx, index, wait)
+			runs.onDone(nil)
+			woken := fctx.Err() != nil
+			cancel()
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil
+			case err != nil && woken && have:
+				asked = lastAsked // look again at the answer we have
+			case err != nil && woken:
+				continue
+			case err != nil:
+				a.log.Warn("fetch steps failed; retrying", "err", err)
+				bo.wait(ctx)
+				continue
+			default:
+				bo.reset()
+				if idx < index { // the coordinators' state went back (restore): start over
+					idx = 0
+				}
+				index = idx
+				a.setSnapshot(next)
+				a.markReady()
+				snap, lastAsked = next, asked
+			}
 		}
 		recheck = false
-		asked := time.Now()
-		// A run that ends cuts the query short: its result changes what is runnable.
-		fctx, cancel := context.WithCancel(ctx)
-		runs.onDone(cancel)
-		snap, idx, err := a.fetchSteps(fctx, index, wait)
-		runs.onDone(nil)
-		woken := fctx.Err() != nil
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if woken {
-				continue
-			}
-			a.log.Warn("fetch steps failed; retrying", "err", err)
-			bo.wait(ctx)
-			continue
-		}
-		bo.reset()
-		if idx < index { // the coordinators' state went back (restore): start over
-			idx = 0
-		}
-		index = idx
-		a.setSnapshot(snap)
-		a.markReady()
 		if pause := runs.paused(); pause > 0 {
 			sleep(ctx, pause)
 			continue
@@ -140,14 +151,31 @@ type stepRuns struct {
 	ended  map[string]time.Time // when each step's last run here ended
 	until  time.Time            // no new runs before this (the coordinator refused a report)
 	wake   func()               // called when a run ends (cancels the loop's query)
+	kicked bool                 // a run ended while no query was waiting
 	active sync.WaitGroup
 }
 
 // onDone sets what a run's end calls (nil: nothing).
 func (r *stepRuns) onDone(f func()) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.wake = f
+	kicked := f != nil && r.kicked
+	if kicked {
+		r.kicked = false
+	}
+	r.mu.Unlock()
+	if kicked {
+		f()
+	}
+}
+
+// takeKick reports, and forgets, that a run ended while no query was waiting.
+func (r *stepRuns) takeKick() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.kicked
+	r.kicked = false
+	return k
 }
 
 func newStepRuns() *stepRuns {
@@ -174,6 +202,9 @@ func (r *stepRuns) done(st wire.AgentStep) {
 	delete(r.ids, st.ID)
 	delete(r.kinds, st.Kind)
 	wake := r.wake
+	if wake == nil {
+		r.kicked = true
+	}
 	r.mu.Unlock()
 	if wake != nil {
 		wake()

@@ -113,3 +113,35 @@ func TestStepRunsClaims(t *testing.T) {
 	}
 	r.wait()
 }
+
+// TestRunEndBetweenQueriesIsNotLost: a run that ends while the loop is not
+// waiting on a query leaves a kick, so the loop looks again at the answer it has
+// (a step of the same kind held back) instead of waiting out a long query for a
+// change that already happened; one that ends while a query waits cuts it short.
+func TestRunEndBetweenQueriesIsNotLost(t *testing.T) {
+	r := newStepRuns()
+	a := wire.AgentStep{ID: "h/kube.labels/a", Kind: "kube.labels"}
+	b := wire.AgentStep{ID: "h/kube.labels/b", Kind: "kube.labels"}
+	asked := time.Now()
+	if !r.start(a, asked) || r.start(b, asked) {
+		t.Fatal("want a started and b held back (same kind)")
+	}
+	r.done(a) // no query waiting
+	if !r.takeKick() {
+		t.Fatal("a run's end between queries was lost")
+	}
+	if r.takeKick() {
+		t.Fatal("kick taken twice")
+	}
+	if !r.start(b, asked) {
+		t.Fatal("b still held back after a ended")
+	}
+	r.done(b)
+	woken := false
+	r.onDone(func() { woken = true }) // the next query starts after b ended
+	if !woken {
+		t.Fatal("a query started after a run's end was not cut short")
+	}
+	r.onDone(nil)
+	r.wait()
+}
