@@ -61,12 +61,15 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 }
 
 var (
-	descRaftState = prometheus.NewDesc("plinth_raft_state", "1 for this coordinator's current raft state.", []string{"state"}, nil)
-	descRaftIndex = prometheus.NewDesc("plinth_raft_applied_index", "Last raft index applied to the state machine.", nil, nil)
-	descLeader    = prometheus.NewDesc("plinth_raft_leader", "1 if this coordinator is the leader.", nil, nil)
-	descSteps     = prometheus.NewDesc("plinth_steps", "Steps by state.", []string{"state"}, nil)
-	descHosts     = prometheus.NewDesc("plinth_hosts", "Declared hosts by condition type and status.", []string{"condition", "status"}, nil)
-	descEvents    = prometheus.NewDesc("plinth_events_total", "Events recorded since the cluster began.", nil, nil)
+	descRaftState  = prometheus.NewDesc("plinth_raft_state", "1 for this coordinator's current raft state.", []string{"state"}, nil)
+	descRaftIndex  = prometheus.NewDesc("plinth_raft_applied_index", "Last raft index applied to the state machine.", nil, nil)
+	descLeader     = prometheus.NewDesc("plinth_raft_leader", "1 if this coordinator is the leader.", nil, nil)
+	descSteps      = prometheus.NewDesc("plinth_steps", "Steps by state.", []string{"state"}, nil)
+	descHosts      = prometheus.NewDesc("plinth_hosts", "Declared hosts by condition type and status.", []string{"condition", "status"}, nil)
+	descEvents     = prometheus.NewDesc("plinth_events_total", "Events recorded since the cluster began.", nil, nil)
+	descBlockCalls = prometheus.NewDesc("plinth_blocking_queries_total", "Blocking queries made (API requests with ?index= and the leader's own watches).", nil, nil)
+	descBlockRuns  = prometheus.NewDesc("plinth_blocking_query_wakeups_total", "Times a waiting blocking query ran again after a change.", nil, nil)
+	descBlockIdle  = prometheus.NewDesc("plinth_blocking_query_idle_wakeups_total", "Wake-ups of a blocking query that found nothing new for it.", nil, nil)
 )
 
 type stateCollector struct {
@@ -75,7 +78,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descRaftIndex, descLeader, descSteps, descHosts, descEvents} {
+	for _, d := range []*prometheus.Desc{descRaftState, descRaftIndex, descLeader, descSteps, descHosts, descEvents, descBlockCalls, descBlockRuns, descBlockIdle} {
 		ch <- d
 	}
 }
@@ -95,6 +98,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, l)
 	}
+	bs := c.store.BlockStats()
+	ch <- prometheus.MustNewConstMetric(descBlockCalls, prometheus.CounterValue, float64(bs.Calls))
+	ch <- prometheus.MustNewConstMetric(descBlockRuns, prometheus.CounterValue, float64(bs.Wakeups))
+	ch <- prometheus.MustNewConstMetric(descBlockIdle, prometheus.CounterValue, float64(bs.Idle))
 	c.store.Read(func(v state.View) {
 		ch <- prometheus.MustNewConstMetric(descRaftIndex, prometheus.GaugeValue, float64(v.Index()))
 		steps := map[string]int{}

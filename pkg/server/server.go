@@ -428,6 +428,33 @@ func (s *Server) block(w http.ResponseWriter, r *http.Request, query func(v stat
 	return nil
 }
 
+// blockWatch is block for queries about one host whose answer is dear to build:
+// the wait wakes only for changes to that host (Store.BlockHost) and follows
+// watch, a cheap index of what the answer depends on; build runs once, when
+// watch passed the caller's index or the wait ended. The answer's index is the
+// larger of the two, so the caller never asks again for a change it has seen.
+func (s *Server) blockWatch(w http.ResponseWriter, r *http.Request, host string, watch func(v state.View) uint64, build func(v state.View) (any, uint64)) error {
+	idx, wait, err := blocking(r)
+	if err != nil {
+		return err
+	}
+	if err := s.readBarrier(r); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	s.cfg.Store.BlockHost(ctx, idx, host, watch)
+	var out any
+	var at uint64
+	s.cfg.Store.Read(func(v state.View) {
+		out, at = build(v)
+		at = max(at, watch(v), 1)
+	})
+	w.Header().Set("X-Plinth-Index", strconv.FormatUint(at, 10))
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 var errNoQuorum = errors.New("no leader")
 
 // propose encodes a command stamped with the leader-side clock and commits it.

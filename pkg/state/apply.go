@@ -17,6 +17,10 @@ type applier struct {
 	t   *tables
 	idx uint64
 	now time.Time
+	// What the command changed, for waking blocking queries: the hosts whose record
+	// or steps changed (markWatch), and whether any secret did.
+	touched map[string]bool
+	secrets bool
 }
 
 // EnrolError is the FSM's refusal of an enrolment; Reason is stable for callers.
@@ -103,6 +107,7 @@ func (a *applier) deleteHost(b DeleteHost) error {
 		}
 	}
 	delete(a.t.Hosts, b.Name)
+	a.t.watch[b.Name] = a.idx
 	msg := "host " + b.Name + " removed from the site"
 	// Its agent's certificates stop working at once on every coordinator, and the
 	// gossip key it knows is rotated away (the leader does it: keys are random).
@@ -152,6 +157,7 @@ func (a *applier) setGossipKeys(b SetGossipKeys) error {
 		}
 	}
 	for name, rec := range keys {
+		a.secrets = true
 		if rec == nil {
 			delete(a.t.Secrets, name)
 			continue
@@ -190,6 +196,9 @@ func (a *applier) replan() error {
 		old, had := a.t.Steps[id]
 		switch {
 		case !ok:
+			if had {
+				a.t.watch[old.Host] = a.idx
+			}
 			a.event(EventNormal, "step/"+id, "StepRemoved", "step "+id+" is no longer needed")
 		case !had:
 			a.event(EventNormal, "step/"+id, "StepPlanned", fmt.Sprintf("step %s planned (%s)", id, r.State))
@@ -406,7 +415,9 @@ func (a *applier) stepResult(b StepResult) error {
 	if r.State == plan.Succeeded {
 		for _, o := range b.Outputs {
 			o := o
+			o.Index = a.idx
 			a.t.Secrets[o.Name] = &o
+			a.secrets = true
 		}
 	}
 	if before == r.State && r.State == plan.Succeeded {
@@ -492,6 +503,23 @@ const fullRefreshEvery = time.Minute
 // steps carries this index) are recomputed, the others keep what they have, and
 // every fullRefreshEvery all are: a command about one host no longer costs every
 // host's conditions. Which commands may be incremental is dispatch's choice.
+// markWatch records, per host, that its record or a step of it changed at this
+// index (refresh's last word: it may change host records itself).
+func (a *applier) markWatch() {
+	for n, h := range a.t.Hosts {
+		if h.ModifyIndex == a.idx {
+			a.t.watch[n] = a.idx
+			a.touched[n] = true
+		}
+	}
+	for _, r := range a.t.Steps {
+		if r.ModifyIndex == a.idx {
+			a.t.watch[r.Host] = a.idx
+			a.touched[r.Host] = true
+		}
+	}
+}
+
 func (a *applier) refresh(incremental bool) {
 	var touched map[string]bool
 	if !incremental || a.now.Sub(a.t.Refreshed) >= fullRefreshEvery {

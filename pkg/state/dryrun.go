@@ -29,7 +29,8 @@ func (s *Store) DryRun(data []byte) ([]string, error) {
 		return nil, err
 	}
 	tmp := &Store{t: after, log: s.log}
-	if err, ok := tmp.dispatch(after.Index+1, c).(error); ok && err != nil {
+	resp, _ := tmp.dispatch(after.Index+1, c)
+	if err, ok := resp.(error); ok && err != nil {
 		return nil, err
 	}
 	return Changes(View{before}, View{tmp.t}), nil

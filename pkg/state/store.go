@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -57,10 +58,18 @@ type tables struct {
 	// Certs are the site CA's and every coordinator's certificate validity, as the
 	// leader last recorded them (RecordCertificates).
 	Certs plan.SiteCerts `json:"certs"`
+
+	// watch is derived, never stored: per host, the highest index at which its
+	// record or one of its steps changed or was removed — what the host's agent
+	// waits on, so a command wakes only the agents it concerns. Rebuilt from the
+	// records on decode (a removal before the last snapshot is forgotten: the agent
+	// fetched after it).
+	watch map[string]uint64
 }
 
 func newTables() *tables {
 	return &tables{
+		watch:        map[string]uint64{},
 		Hosts:        map[string]*HostRecord{},
 		Tokens:       map[string]*TokenRecord{},
 		Identities:   map[string]*IdentityRecord{},
@@ -81,6 +90,27 @@ type Store struct {
 	// OnApply, if set, is called after every command with its type and duration; it
 	// feeds metrics and must not block.
 	OnApply func(typ string, d time.Duration, err error)
+
+	blockCalls, blockRuns, blockIdle atomic.Uint64
+	// hostNotify holds one channel per host that a BlockHost query waits on,
+	// closed (and dropped) under mu by the command that changes that host.
+	hostNotify map[string]chan struct{}
+	hostMu     sync.Mutex // guards hostNotify's map under mu's read lock
+}
+
+// BlockStats counts blocking queries since the store was made.
+type BlockStats struct {
+	// Calls is how many blocking queries were made.
+	Calls uint64
+	// Wakeups is how often a waiting query ran again after a change, and Idle how
+	// many of those runs found nothing newer than its caller had (a wake-up it did
+	// not need).
+	Wakeups, Idle uint64
+}
+
+// BlockStats reports the blocking-query counters.
+func (s *Store) BlockStats() BlockStats {
+	return BlockStats{Calls: s.blockCalls.Load(), Wakeups: s.blockRuns.Load(), Idle: s.blockIdle.Load()}
 }
 
 // New returns an empty store.
@@ -88,7 +118,7 @@ func New(log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{log: log, t: newTables(), notify: make(chan struct{})}
+	return &Store{log: log, t: newTables(), notify: make(chan struct{}), hostNotify: map[string]chan struct{}{}}
 }
 
 // Apply implements raft.FSM.
@@ -111,12 +141,13 @@ func (s *Store) ApplyCommand(index uint64, data []byte) any {
 	}
 	start := time.Now() // metrics only; never reaches the state
 	s.mu.Lock()
-	resp := s.dispatch(index, c)
+	resp, woke := s.dispatch(index, c)
 	if index > s.t.Index {
 		s.t.Index = index
 	}
 	ch := s.notify
 	s.notify = make(chan struct{})
+	s.wakeHosts(woke)
 	s.mu.Unlock()
 	close(ch)
 	if s.OnApply != nil {
@@ -126,8 +157,19 @@ func (s *Store) ApplyCommand(index uint64, data []byte) any {
 	return resp
 }
 
-func (s *Store) dispatch(idx uint64, c Command) any {
-	a := &applier{t: s.t, idx: idx, now: c.Now}
+// dispatch applies c and says whose blocking queries to wake: the hosts it
+// changed, or every host (nil) after a manifest, a host deletion or a secret.
+func (s *Store) dispatch(idx uint64, c Command) (any, map[string]bool) {
+	a := &applier{t: s.t, idx: idx, now: c.Now, touched: map[string]bool{}}
+	resp := s.dispatchTo(a, c)
+	if a.secrets || c.Type == CmdApplyManifest || c.Type == CmdDeleteHost {
+		return resp, nil
+	}
+	return resp, a.touched
+}
+
+func (s *Store) dispatchTo(a *applier, c Command) any {
+	idx := a.idx
 	var err error
 	switch c.Type {
 	case CmdApplyManifest, CmdDeleteHost:
@@ -135,7 +177,7 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 		// (a replan can fail after the documents were stored).
 		var t *tables
 		if t, err = cloneTables(s.t); err == nil {
-			b := &applier{t: t, idx: idx, now: c.Now}
+			b := &applier{t: t, idx: idx, now: c.Now, touched: map[string]bool{}}
 			if c.Type == CmdApplyManifest {
 				err = decode(c, b.applyManifest)
 			} else {
@@ -172,6 +214,7 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 			sec := b.Secret
 			sec.Index = a.idx
 			a.t.Secrets[sec.Name] = &sec
+			a.secrets = true
 			return nil
 		})
 	case CmdAddCoordinator:
@@ -226,6 +269,7 @@ func (s *Store) dispatch(idx uint64, c Command) any {
 		return err
 	}
 	a.refresh(incremental[c.Type])
+	a.markWatch()
 	return nil
 }
 
@@ -283,9 +327,30 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 	s.t = t
 	ch := s.notify
 	s.notify = make(chan struct{})
+	s.wakeHosts(nil)
 	s.mu.Unlock()
 	close(ch)
 	return nil
+}
+
+// wakeHosts wakes the BlockHost queries of hosts, or of every host if nil. The
+// caller holds mu.
+func (s *Store) wakeHosts(hosts map[string]bool) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	if hosts == nil {
+		for h, ch := range s.hostNotify {
+			close(ch)
+			delete(s.hostNotify, h)
+		}
+		return
+	}
+	for h := range hosts {
+		if ch, ok := s.hostNotify[h]; ok {
+			close(ch)
+			delete(s.hostNotify, h)
+		}
+	}
 }
 
 func decodeSnapshot(data []byte) (*tables, error) {
@@ -326,6 +391,12 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	for k, v := range snap.Tables.Archives {
 		t.Archives[k] = v
 	}
+	for n, h := range t.Hosts {
+		t.watch[n] = max(t.watch[n], h.ModifyIndex)
+	}
+	for _, r := range t.Steps {
+		t.watch[r.Host] = max(t.watch[r.Host], r.ModifyIndex)
+	}
 	return t, nil
 }
 
@@ -355,13 +426,54 @@ func (s *Store) Index() uint64 {
 // the next change and runs it again, until ctx ends (Consul-style blocking query).
 // The query runs under the read lock and must copy what it keeps.
 func (s *Store) Block(ctx context.Context, minIndex uint64, query func(v View) uint64) {
-	for {
+	s.blockCalls.Add(1)
+	for woken := false; ; woken = true {
 		s.mu.RLock()
 		ch := s.notify
 		idx := query(View{s.t})
 		s.mu.RUnlock()
+		if woken {
+			s.blockRuns.Add(1)
+		}
 		if minIndex == 0 || idx > minIndex {
 			return
+		}
+		if woken {
+			s.blockIdle.Add(1)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// BlockHost is Block for a query about one host: it wakes only when a command
+// changed that host's record or steps, a secret, or the whole site (a manifest,
+// a host deletion, a restore) — not on every command, so a thousand agents
+// waiting on their own steps cost nothing while others report.
+func (s *Store) BlockHost(ctx context.Context, minIndex uint64, host string, query func(v View) uint64) {
+	s.blockCalls.Add(1)
+	for woken := false; ; woken = true {
+		s.mu.RLock()
+		s.hostMu.Lock()
+		ch, ok := s.hostNotify[host]
+		if !ok {
+			ch = make(chan struct{})
+			s.hostNotify[host] = ch
+		}
+		s.hostMu.Unlock()
+		idx := query(View{s.t})
+		s.mu.RUnlock()
+		if woken {
+			s.blockRuns.Add(1)
+		}
+		if minIndex == 0 || idx > minIndex {
+			return
+		}
+		if woken {
+			s.blockIdle.Add(1)
 		}
 		select {
 		case <-ch:
@@ -480,6 +592,19 @@ func (v View) Secret(name string) (SecretRecord, bool) {
 		return SecretRecord{}, false
 	}
 	return *s, true
+}
+
+// HostWatch is the highest index at which host's record or one of its steps
+// changed or was removed: cheap (no copy), for blocking queries about one host.
+func (v View) HostWatch(host string) uint64 { return v.t.watch[host] }
+
+// SecretsIndex is the highest index at which a stored secret was written.
+func (v View) SecretsIndex() uint64 {
+	var idx uint64
+	for _, s := range v.t.Secrets {
+		idx = max(idx, s.Index)
+	}
+	return idx
 }
 
 // Coordinators returns the coordinator members sorted by name.

@@ -1,0 +1,61 @@
+package state
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+)
+
+// TestBlockHostWakesOnlyForItsHost: a query waiting on one host's steps is not
+// woken by another host's reports, and is by its own (and by a manifest).
+func TestBlockHostWakesOnlyForItsHost(t *testing.T) {
+	l := newLog(t)
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2")})
+	for _, h := range []string{"c0", "w1", "w2"} {
+		enrolled(l, h)
+	}
+	waiting := func(host string) chan struct{} {
+		l.s.hostMu.Lock()
+		defer l.s.hostMu.Unlock()
+		return l.s.hostNotify[host]
+	}
+	done := make(chan struct{})
+	var min uint64
+	l.s.Read(func(v View) { min = v.HostWatch("w2") })
+	go func() {
+		defer close(done)
+		l.s.BlockHost(context.Background(), min, "w2", func(v View) uint64 { return v.HostWatch("w2") })
+	}()
+	for waiting("w2") == nil {
+		time.Sleep(time.Millisecond)
+	}
+	ch := waiting("w2")
+	// w1 runs a step: start and result, facts, reachability.
+	st, _ := l.view().Step("w1/host.network")
+	l.must(CmdStepStart, StepStart{ID: st.ID, Host: "w1", InputsHash: st.InputsHash})
+	l.must(CmdStepResult, StepResult{ID: st.ID, Host: "w1", InputsHash: st.InputsHash, Result: driver.Result{Changes: []string{"mtu"}}})
+	l.must(CmdNoop, struct{}{})
+	select {
+	case <-ch:
+		t.Fatal("w2's query was woken by commands about w1")
+	case <-done:
+		t.Fatal("w2's query returned on commands about w1")
+	default:
+	}
+	if l.s.BlockStats().Wakeups != 0 {
+		t.Fatalf("wake-ups %+v", l.s.BlockStats())
+	}
+	// w2's own step starts: its query answers.
+	st, _ = l.view().Step("w2/host.network")
+	l.must(CmdStepStart, StepStart{ID: st.ID, Host: "w2", InputsHash: st.InputsHash})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("w2's query not woken by its own step")
+	}
+	if bs := l.s.BlockStats(); bs.Wakeups != 1 || bs.Idle != 0 {
+		t.Fatalf("wake-ups %+v, want exactly one", bs)
+	}
+}
