@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/host"
 )
 
 // Defaults.
@@ -47,6 +49,11 @@ type Config struct {
 	// (kubeinstall.CertificateValidity); they are reported with the facts, so the
 	// coordinators warn before they expire.
 	KubeCertificates func() []api.CertValidity
+
+	// Gather, if set, replaces reading this host's facts (host.Gather). Only the
+	// scale harness sets it, to give a thousand agents in one process facts of
+	// their own; a real agent always reads its host.
+	Gather func(context.Context) (host.Facts, error)
 }
 
 func (c Config) withDefaults() Config {

@@ -11,9 +11,12 @@ import (
 )
 
 // gatherWith gathers the host's facts and adds kubeadm's certificates from kube.
-func gatherWith(kube func() []api.CertValidity) func(context.Context) (host.Facts, error) {
+func gatherWith(gather func(context.Context) (host.Facts, error), kube func() []api.CertValidity) func(context.Context) (host.Facts, error) {
+	if gather == nil {
+		gather = host.Gather
+	}
 	return func(ctx context.Context) (host.Facts, error) {
-		f, err := host.Gather(ctx)
+		f, err := gather(ctx)
 		if err == nil && kube != nil {
 			f.KubeCertificates = kube()
 		}

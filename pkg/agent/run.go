@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log:      cfg.Logger.With("host", id.Name),
 		name:     id.Name,
 		pending:  newPendingStore(filepath.Join(cfg.StateDir, pendingDir)),
-		gather:   gatherWith(cfg.KubeCertificates),
+		gather:   gatherWith(cfg.Gather, cfg.KubeCertificates),
 		drift:    newDriftMemo(),
 		cl:       client.New(addrs, tc),
 		addrs:    slices.Clone(addrs),

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/host"
+	"github.com/plinth-dev/plinth/pkg/lab"
+	"github.com/plinth-dev/plinth/pkg/pki"
+	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/state"
+	"github.com/plinth-dev/plinth/pkg/wire"
+)
+
+// phase is what one apply cost, from the request until the site was Ready again.
+type phase struct {
+	name      string
+	took      time.Duration
+	leaderCPU float64 // seconds
+	wakeups   float64 // blocking-query runs after a change, all coordinators
+	idle      float64 // of those, runs that found nothing new
+	lag       float64 // worst follower lag, log entries
+	entries   float64 // raft entries applied in the phase
+}
+
+// siteResult is one site size's figures.
+type siteResult struct {
+	n, steps     int
+	enrol        time.Duration
+	phases       []phase
+	leaderPeakKB int64 // VmHWM
+	leaderRSSKB  int64 // VmRSS at the end
+	raftLogBytes int64 // the leader's raft directory (bolt log + snapshots)
+	snapBytes    int64
+	harnessKB    int64 // this process (every agent) VmRSS at the end
+}
+
+// runSite builds a 3-member coordinator cluster, enrols n agents, starts them with
+// simulated drivers, applies the site, and measures three applies: the whole site,
+// a change to every host, a change to one.
+func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResult, error) {
+	dir, err := os.MkdirTemp(o.dir, fmt.Sprintf("n%d-", n))
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		defer os.RemoveAll(dir)
+	}
+	port, err := freeBase(12)
+	if err != nil {
+		return nil, err
+	}
+	l := lab.New(filepath.Join(dir, "plinth"), o.bin, "ps")
+	l.Profile = "lan" // what a real site runs
+	defer l.Down(context.Background())
+	c0, err := l.InitCoordinator(ctx, "c0", "", "127.0.0.1", port, "scale")
+	if err != nil {
+		return nil, err
+	}
+	c1, err := l.JoinCoordinator(ctx, "c1", "", "127.0.0.1", port+4, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := l.JoinCoordinator(ctx, "w", "", "127.0.0.1", port+8, true); err != nil {
+		return nil, err
+	}
+	leaderName, err := l.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	leader := l.Coordinator(leaderName)
+	admin, err := l.NodeClient(leader)
+	if err != nil {
+		return nil, err
+	}
+	cls := map[string]*client.Client{}
+	for _, c := range l.Coordinators() {
+		if cls[c.Name], err = l.NodeClient(c); err != nil {
+			return nil, err
+		}
+	}
+	res := &siteResult{n: n}
+
+	// Enrolment, as an operator does it before writing the manifest: a token per
+	// host, then every agent joins (16 at a time).
+	logf, err := os.Create(filepath.Join(dir, "agents.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	lvl := slog.LevelWarn
+	if o.verbose {
+		lvl = slog.LevelDebug
+	}
+	alog := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: lvl}))
+	began := time.Now()
+	joins := []string{c0.JoinAddr(), c1.JoinAddr()}
+	if err := parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+		var tok wire.TokenResponse
+		if _, err := admin.Do(ctx, "POST", wire.PathTokens, wire.TokenRequest{Name: hostName(i), Role: pki.RoleAgent, TTL: time.Hour}, &tok); err != nil {
+			return fmt.Errorf("token for %s: %w", hostName(i), err)
+		}
+		return agent.Join(ctx, agent.JoinOptions{StateDir: filepath.Join(dir, "agents", hostName(i)), Name: hostName(i), Token: tok.Token, JoinAddrs: joins})
+	}); err != nil {
+		return nil, fmt.Errorf("enrol: %w", err)
+	}
+	res.enrol = time.Since(began)
+
+	// The agents: real agent code, simulated drivers and facts, all in this process.
+	actx, stopAgents := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	agentErr := make(chan error, n)
+	defer func() {
+		stopAgents()
+		wg.Wait()
+	}()
+	for i := range n {
+		reg, err := simRegistry()
+		if err != nil {
+			return nil, err
+		}
+		facts := simFacts(base, hostName(i), mgmtAddr(i))
+		cfg := agent.Config{
+			Name: hostName(i), StateDir: filepath.Join(dir, "agents", hostName(i)),
+			Registry: reg, Logger: alog.With("agent", hostName(i)),
+			Gather: func(context.Context) (host.Facts, error) { return facts, nil },
+			// Each agent gossips from its own loopback address, as hosts would.
+			GossipAddr: fmt.Sprintf("127.77.%d.%d:7444", i/250, 1+i%250),
+		}
+		wg.Go(func() {
+			if err := agent.Run(actx, cfg); err != nil && actx.Err() == nil {
+				agentErr <- fmt.Errorf("agent %s: %w", cfg.Name, err)
+			}
+		})
+	}
+
+	pid := leader.Proc.Pid()
+	measure := func(name string, doc string) error {
+		lag := startLag(ctx, leader.Name, cls)
+		m0 := sumMetrics(ctx, cls)
+		m0cmd, _ := metrics(ctx, cls[leader.Name])
+		cpu0, _ := cpuSeconds(pid)
+		start := time.Now()
+		var resp wire.ApplyResponse
+		if _, err := admin.Do(ctx, "POST", wire.PathApply, wire.ApplyRequest{File: "scale.yaml", YAML: doc}, &resp); err != nil {
+			lag.finish()
+			return fmt.Errorf("%s: apply: %w", name, err)
+		}
+		if o.verbose {
+			var steps []plan.Record
+			var site *state.SiteRecord
+			_, _ = admin.Do(ctx, "GET", wire.PathSteps+"?consistent", nil, &steps)
+			_, _ = admin.Do(ctx, "GET", wire.PathSite+"?consistent", nil, &site)
+			by := map[plan.State]int{}
+			for _, st := range steps {
+				by[st.State]++
+			}
+			fmt.Printf("    right after the apply: steps %v; site %+v\n", by, plan.Find(site.Site.Status.Conditions, api.ConditionReady))
+		}
+		err := waitReady(ctx, admin, agentErr, o.timeout)
+		took := time.Since(start)
+		cpu1, _ := cpuSeconds(pid)
+		worst := lag.finish()
+		m1 := sumMetrics(ctx, cls)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if o.verbose {
+			printCommands(ctx, cls[leader.Name], m0cmd)
+			for name, cl := range cls {
+				m, _ := metrics(ctx, cl)
+				fmt.Printf("      %s: queries %.0f wake-ups %.0f idle %.0f\n", name, m["plinth_blocking_queries_total"], m["plinth_blocking_query_wakeups_total"], m["plinth_blocking_query_idle_wakeups_total"])
+			}
+		}
+		res.phases = append(res.phases, phase{
+			name: name, took: took, leaderCPU: cpu1 - cpu0, lag: worst,
+			wakeups: m1["plinth_blocking_query_wakeups_total"] - m0["plinth_blocking_query_wakeups_total"],
+			idle:    m1["plinth_blocking_query_idle_wakeups_total"] - m0["plinth_blocking_query_idle_wakeups_total"],
+			entries: m1["leader_index"] - m0["leader_index"],
+		})
+		fmt.Printf("  N=%d %-22s %8s  leader CPU %.1f s  (%d plan lines)\n", n, name, took.Round(10*time.Millisecond), cpu1-cpu0, len(resp.Plan))
+		if o.verbose {
+			for _, l := range resp.Plan[:min(len(resp.Plan), 12)] {
+				fmt.Println("     ", l)
+			}
+		}
+		return nil
+	}
+	// Let every agent fetch its (empty) steps and report facts first, as they
+	// would have long before an operator writes the manifest.
+	time.Sleep(2 * time.Second)
+	if err := measure("apply -> Site Ready", manifest(n, change{one: -1})); err != nil {
+		return nil, err
+	}
+	if err := measure("change every host", manifest(n, change{all: true, one: -1})); err != nil {
+		return nil, err
+	}
+	if err := measure("change one host", manifest(n, change{all: true, one: n - 1})); err != nil {
+		return nil, err
+	}
+
+	var steps []plan.Record
+	if _, err := admin.Do(ctx, "GET", wire.PathSteps, nil, &steps); err != nil {
+		return nil, err
+	}
+	res.steps = len(steps)
+	res.leaderPeakKB, _ = memKB(pid, "VmHWM")
+	res.leaderRSSKB, _ = memKB(pid, "VmRSS")
+	res.harnessKB, _ = memKB(os.Getpid(), "VmRSS")
+	res.raftLogBytes = dirBytes(filepath.Join(leader.DataDir, "raft"))
+	if res.snapBytes, err = snapshotBytes(ctx, admin); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// sumMetrics adds the blocking-query counters of every coordinator and keeps the
+// highest applied index (the leader's) as leader_index.
+func sumMetrics(ctx context.Context, cls map[string]*client.Client) map[string]float64 {
+	out := map[string]float64{}
+	for _, cl := range cls {
+		m, err := metrics(ctx, cl)
+		if err != nil {
+			continue
+		}
+		out["plinth_blocking_query_wakeups_total"] += m["plinth_blocking_query_wakeups_total"]
+		out["plinth_blocking_query_idle_wakeups_total"] += m["plinth_blocking_query_idle_wakeups_total"]
+		out["leader_index"] = max(out["leader_index"], m["plinth_raft_applied_index"])
+	}
+	return out
+}
+
+// waitReady polls the site's Ready condition with consistent reads (10 per second).
+func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		select {
+		case err := <-agentErr:
+			return err
+		default:
+		}
+		var site *state.SiteRecord
+		if _, err := admin.Do(ctx, "GET", wire.PathSite+"?consistent", nil, &site); err == nil && site != nil {
+			if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil {
+				if r.Status == api.ConditionTrue {
+					return nil
+				}
+				last = r.Reason + ": " + r.Message
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("site not Ready within %s; last: %s", timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// parallel runs f for 0..n-1, at most width at once, and returns the first error.
+func parallel(ctx context.Context, n, width int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(ctx, i); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// freeBase finds n consecutive free loopback ports (TCP and UDP) below the
+// ephemeral range, for a coordinator cluster's listeners.
+func freeBase(n int) (int, error) {
+	for range 500 {
+		base := 20000 + rand.IntN(12000)
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			addr := fmt.Sprintf("127.0.0.1:%d", p)
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+			u, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				ok = false
+				break
+			}
+			u.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no free port range")
+}
+
+// printCommands prints how many commands of each type the leader applied since before.
+func printCommands(ctx context.Context, cl *client.Client, before map[string]float64) {
+	now, err := metrics(ctx, cl)
+	if err != nil {
+		return
+	}
+	for k, v := range now {
+		if strings.HasPrefix(k, "plinth_fsm_apply_seconds_count{") && v-before[k] > 0 {
+			fmt.Printf("      %6.0f %s\n", v-before[k], strings.TrimPrefix(k, "plinth_fsm_apply_seconds_count"))
+		}
+	}
+}
