@@ -112,7 +112,8 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		if _, err := admin.Do(ctx, "POST", wire.PathTokens, wire.TokenRequest{Name: hostName(i), Role: pki.RoleAgent, TTL: time.Hour}, &tok); err != nil {
 			return fmt.Errorf("token for %s: %w", hostName(i), err)
 		}
-		return agent.Join(ctx, agent.JoinOptions{StateDir: filepath.Join(dir, "agents", hostName(i)), Name: hostName(i), Token: tok.Token, JoinAddrs: joins})
+		// From the host's own loopback address: the join port bounds attempts per address.
+		return agent.Join(ctx, agent.JoinOptions{StateDir: filepath.Join(dir, "agents", hostName(i)), Name: hostName(i), Token: tok.Token, JoinAddrs: joins, SourceIP: loopbackIP(i)})
 	}); err != nil {
 		return nil, fmt.Errorf("enrol: %w", err)
 	}
@@ -137,7 +138,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			Registry: reg, Logger: alog.With("agent", hostName(i)),
 			Gather: func(context.Context) (host.Facts, error) { return facts, nil },
 			// Each agent gossips from its own loopback address, as hosts would.
-			GossipAddr: fmt.Sprintf("127.77.%d.%d:7444", i/250, 1+i%250),
+			GossipAddr: net.JoinHostPort(loopbackIP(i).String(), "7444"),
 		}
 		wg.Go(func() {
 			if err := agent.Run(actx, cfg); err != nil && actx.Err() == nil {
@@ -338,3 +339,7 @@ func printCommands(ctx context.Context, cl *client.Client, before map[string]flo
 		}
 	}
 }
+
+// loopbackIP is host i's own address on this machine (127/8 is all local): it
+// gossips and enrols from it.
+func loopbackIP(i int) net.IP { return net.IPv4(127, 77, byte(i/250), byte(1+i%250)) }

@@ -23,6 +23,9 @@ type JoinOptions struct {
 	IPs []net.IP
 	// Force enrols again even if a valid identity exists.
 	Force bool
+	// SourceIP, if set, is the local address to enrol from (a host with several
+	// addresses may want its management one); nil lets the kernel choose.
+	SourceIP net.IP
 }
 
 // ErrAlreadyEnrolled is returned (wrapped) by Join when the host already holds a
@@ -60,7 +63,7 @@ func Join(ctx context.Context, o JoinOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.Enroll(ctx, o.JoinAddrs, tok, key, o.Name, o.IPs)
+	resp, err := client.EnrollFrom(ctx, o.SourceIP, o.JoinAddrs, tok, key, o.Name, o.IPs)
 	if err != nil {
 		if client.StatusOf(err) == 0 {
 			return fmt.Errorf("agent: join: %w (--coordinator takes the coordinators' enrolment addresses, port 7441 by default)", err)

@@ -35,14 +35,22 @@ type Client struct {
 }
 
 // New returns a client for the given coordinator API addresses ("host:port").
-func New(addrs []string, tc *tls.Config) *Client {
+func New(addrs []string, tc *tls.Config) *Client { return NewFrom(addrs, tc, nil) }
+
+// NewFrom is New with connections made from the local address src (nil: the
+// kernel's choice).
+func NewFrom(addrs []string, tc *tls.Config, src net.IP) *Client {
+	d := &net.Dialer{Timeout: 3 * time.Second}
+	if src != nil {
+		d.LocalAddr = &net.TCPAddr{IP: src}
+	}
 	return &Client{
 		addrs: append([]string(nil), addrs...),
 		hc: &http.Client{Transport: &http.Transport{
 			TLSClientConfig:     tc,
 			ForceAttemptHTTP2:   true,
 			MaxIdleConnsPerHost: 8,
-			DialContext:         (&net.Dialer{Timeout: 3 * time.Second}).DialContext,
+			DialContext:         d.DialContext,
 			TLSHandshakeTimeout: 5 * time.Second,
 		}},
 	}

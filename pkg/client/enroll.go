@@ -14,6 +14,12 @@ import (
 // Enroll presents a token at the first reachable join address, pinning the CA
 // fingerprint the token carries. It is shared by coordinators and agents.
 func Enroll(ctx context.Context, joinAddrs []string, tok pki.Token, key crypto.Signer, name string, ips []net.IP) (*wire.EnrollResponse, error) {
+	return EnrollFrom(ctx, nil, joinAddrs, tok, key, name, ips)
+}
+
+// EnrollFrom is Enroll from the local address src (nil: the kernel's choice). The
+// join port bounds attempts per address, so hosts enrol from their own.
+func EnrollFrom(ctx context.Context, src net.IP, joinAddrs []string, tok pki.Token, key crypto.Signer, name string, ips []net.IP) (*wire.EnrollResponse, error) {
 	csr, err := pki.NewCSR(key, name, ips, nil)
 	if err != nil {
 		return nil, err
@@ -30,7 +36,7 @@ func Enroll(ctx context.Context, joinAddrs []string, tok pki.Token, key crypto.S
 			return nil, err
 		}
 		var resp wire.EnrollResponse
-		_, err = New([]string{addr}, tc).Do(ctx, "POST", wire.PathEnroll, req, &resp)
+		_, err = NewFrom([]string{addr}, tc, src).Do(ctx, "POST", wire.PathEnroll, req, &resp)
 		if err == nil {
 			if _, err := checkIssued(resp, name); err != nil {
 				return nil, err
