@@ -16,7 +16,7 @@ import (
 func newJoin(g *globals) *cobra.Command {
 	var o agent.JoinOptions
 	var coords, ips []string
-	var tokenFile string
+	var tokenFile, from string
 	cmd := &cobra.Command{
 		Use:   "join --coordinator ADDR[,ADDR] --token TOKEN",
 		Short: "Enrol this host with a one-time token",
@@ -57,6 +57,11 @@ afresh (a new token is needed).`,
 				}
 				o.IPs = append(o.IPs, ip)
 			}
+			if from != "" {
+				if o.SourceIP = net.ParseIP(from); o.SourceIP == nil {
+					return fmt.Errorf("--from %q: not an IP address of this host", from)
+				}
+			}
 			o.StateDir = g.stateDir
 			o.JoinAddrs = splitList(coords)
 			out := cmd.OutOrStdout()
@@ -78,6 +83,7 @@ afresh (a new token is needed).`,
 	f.StringVar(&tokenFile, "token-file", "", "read the token from this file, or '-' for stdin")
 	f.StringVar(&o.Name, "name", "", "this host's name as declared in the site (default: the hostname)")
 	f.StringSliceVar(&ips, "ip", nil, "IP addresses to put in the agent certificate (optional)")
+	f.StringVar(&from, "from", "", "enrol from this local address, e.g. the management one (default: the kernel's choice)")
 	f.BoolVar(&o.Force, "force", false, "enrol again even if this host already has a valid identity")
 	_ = cmd.MarkFlagRequired("coordinator")
 	return cmd
