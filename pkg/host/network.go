@@ -19,7 +19,9 @@ import (
 )
 
 // NetworkDriver executes host.network steps in the network namespace of the thread
-// that calls Diff and the returned Apply closures.
+// that calls Diff and the returned Apply closures. The changes of one Diff share one
+// netlink handle, opened in the namespace of the thread that applies the first of
+// them: apply them all from that namespace.
 type NetworkDriver struct {
 	state *stateStore
 	o     options
