@@ -403,8 +403,9 @@ func (d *daemon) reconcileReachability(ctx context.Context, graceOver bool) {
 			seen[host] = m
 		}
 	}
-	var hosts []state.HostRecord
-	d.store.Read(func(v state.View) { hosts = v.Hosts() })
+	var hosts []state.HostReach
+	d.store.Read(func(v state.View) { hosts = v.Reachability() })
+	slices.SortFunc(hosts, func(a, b state.HostReach) int { return strings.Compare(a.Name, b.Name) })
 	for _, h := range hosts {
 		if !h.Enrolled {
 			continue

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -39,6 +40,8 @@ var generators = map[string]func() (string, error){
 }
 
 // anyRef finds secret references in a step's JSON inputs (names are [A-Za-z0-9._/-]).
+var refPrefix = []byte(secretref.Prefix)
+
 var anyRef = regexp.MustCompile(regexp.QuoteMeta(secretref.Prefix) + `([A-Za-z0-9._/-]+)`)
 
 // ensureGeneratedSecrets creates every generated secret that some step references
@@ -46,14 +49,18 @@ var anyRef = regexp.MustCompile(regexp.QuoteMeta(secretref.Prefix) + `([A-Za-z0-
 func (d *daemon) ensureGeneratedSecrets(ctx context.Context) error {
 	want := map[string]string{}
 	d.store.Read(func(v state.View) {
-		for _, st := range v.Steps("") {
-			for _, m := range anyRef.FindAllStringSubmatch(string(st.Inputs), -1) {
-				kind, _, ok := secretref.ParseGenerated(m[1])
-				if _, have := v.Secret(m[1]); ok && !have {
-					want[m[1]] = kind
+		v.EachStepInputs(func(_ string, inputs []byte) {
+			if !bytes.Contains(inputs, refPrefix) {
+				return
+			}
+			for _, m := range anyRef.FindAllSubmatch(inputs, -1) {
+				name := string(m[1])
+				kind, _, ok := secretref.ParseGenerated(name)
+				if _, have := v.Secret(name); ok && !have {
+					want[name] = kind
 				}
 			}
-		}
+		})
 		for _, name := range appPasswords(v) {
 			kind, _, ok := secretref.ParseGenerated(name)
 			if _, have := v.Secret(name); ok && !have {

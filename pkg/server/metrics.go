@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/plinth-dev/plinth/pkg/consensus"
+	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/state"
 )
 
@@ -104,19 +105,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBlockIdle, prometheus.CounterValue, float64(bs.Idle))
 	c.store.Read(func(v state.View) {
 		ch <- prometheus.MustNewConstMetric(descRaftIndex, prometheus.GaugeValue, float64(v.Index()))
-		steps := map[string]int{}
-		for _, s := range v.Steps("") {
-			steps[string(s.State)]++
-		}
+		steps := v.StepCounts()
 		for _, st := range []string{"Pending", "Ready", "Running", "Succeeded", "Failed", "Blocked"} {
-			ch <- prometheus.MustNewConstMetric(descSteps, prometheus.GaugeValue, float64(steps[st]), st)
+			ch <- prometheus.MustNewConstMetric(descSteps, prometheus.GaugeValue, float64(steps[plan.State(st)]), st)
 		}
-		hosts := map[[2]string]int{}
-		for _, h := range v.Hosts() {
-			for _, cond := range h.Host.Status.Conditions {
-				hosts[[2]string{cond.Type, cond.Status}]++
-			}
-		}
+		hosts := v.HostConditionCounts()
 		for k, n := range hosts {
 			ch <- prometheus.MustNewConstMetric(descHosts, prometheus.GaugeValue, float64(n), k[0], k[1])
 		}

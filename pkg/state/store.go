@@ -523,6 +523,51 @@ func (v View) Host(name string) (HostRecord, bool) {
 	return clone(*h), true
 }
 
+// HostReach is the part of a host record membership compares.
+type HostReach struct {
+	Name, Reachable, ReachableMsg string
+	Enrolled                      bool
+}
+
+// Reachability lists every host's enrolment and reachability, without copying
+// whole records (the leader compares it with membership every second).
+func (v View) Reachability() []HostReach {
+	out := make([]HostReach, 0, len(v.t.Hosts))
+	for n, h := range v.t.Hosts {
+		out = append(out, HostReach{Name: n, Reachable: h.Reachable, ReachableMsg: h.ReachableMsg, Enrolled: h.Enrolled})
+	}
+	return out
+}
+
+// EachStepInputs calls fn with every step's ID and inputs, without copies: fn must
+// neither keep nor change inputs.
+func (v View) EachStepInputs(fn func(id string, inputs []byte)) {
+	for id, r := range v.t.Steps {
+		fn(id, r.Inputs)
+	}
+}
+
+// StepCounts counts steps by state, without copies (metrics scrape it).
+func (v View) StepCounts() map[plan.State]int {
+	out := map[plan.State]int{}
+	for _, r := range v.t.Steps {
+		out[r.State]++
+	}
+	return out
+}
+
+// HostConditionCounts counts hosts by condition type and status, without
+// copies (metrics scrape it).
+func (v View) HostConditionCounts() map[[2]string]int {
+	out := map[[2]string]int{}
+	for _, h := range v.t.Hosts {
+		for _, c := range h.Host.Status.Conditions {
+			out[[2]string{c.Type, c.Status}]++
+		}
+	}
+	return out
+}
+
 // Steps returns step records, of one host if host != "", sorted by ID.
 func (v View) Steps(host string) []plan.Record {
 	out := []plan.Record{}
