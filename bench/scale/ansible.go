@@ -68,3 +68,10 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

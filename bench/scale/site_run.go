@@ -260,7 +260,7 @@ func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error,
 				if r.Status == api.ConditionTrue {
 					return nil
 				}
-				last = r.Reason + ": " + r.Message
+				last = r.Reason + ": " + clip(r.Message, 300)
 			}
 		}
 		select {

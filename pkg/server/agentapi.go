@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -50,9 +51,13 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		}
 		idx = max(idx, out.GossipKeysVersion)
 		refusals = refusals[:0]
-		for _, st := range v.Steps(host) {
+		secretsIdx := v.SecretsIndex()
+		var steps []plan.Record
+		v.EachHostStep(host, func(r plan.Record) { steps = append(steps, r) })
+		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
+		for _, st := range steps {
 			idx = max(idx, st.ModifyIndex)
-			inputs, err := s.resolveSecrets(v, st.Step)
+			inputs, err := s.resolveCached(v, st.Step, secretsIdx)
 			var ge *plan.GrantError
 			if errors.As(err, &ge) {
 				// Never handed out; the agent sees the step as waiting.
@@ -81,6 +86,32 @@ var errSecretMissing = errors.New("not available yet")
 type refusal struct {
 	ge   *plan.GrantError
 	hash string
+}
+
+type resolvedInputs struct {
+	inputsHash, deps string // the grant follows the dependencies
+	secrets          uint64
+	inputs           json.RawMessage
+}
+
+// resolveCached is resolveSecrets, remembered per step while its inputs and the
+// secrets stay the same. Inputs without references are answered as they are; the
+// answer is a copy, as the record's bytes belong to the state.
+func (s *Server) resolveCached(v state.View, st plan.Step, secretsIdx uint64) (json.RawMessage, error) {
+	if !bytes.Contains(st.Inputs, []byte(secretref.Prefix)) {
+		return bytes.Clone(st.Inputs), nil
+	}
+	if c, ok := s.resolved.Load(st.ID); ok {
+		if r := c.(resolvedInputs); r.inputsHash == st.InputsHash && r.deps == strings.Join(st.Deps, ",") && r.secrets == secretsIdx {
+			return r.inputs, nil
+		}
+	}
+	out, err := s.resolveSecrets(v, st)
+	if err != nil {
+		return nil, err
+	}
+	s.resolved.Store(st.ID, resolvedInputs{inputsHash: st.InputsHash, deps: strings.Join(st.Deps, ","), secrets: secretsIdx, inputs: out})
+	return out, nil
 }
 
 // resolveSecrets replaces the secret references in a step's inputs with their

@@ -69,6 +69,12 @@ type Server struct {
 	enrolLimit *enrolLimiter
 	// refused remembers secret refusals already recorded as events.
 	refused sync.Map
+	// resolved caches each step's inputs with their secrets filled in, keyed by
+	// step ID, valid while the inputs hash and the secrets' index are unchanged:
+	// an agent's answer is rebuilt whenever its host changes, and unsealing every
+	// secret of every step each time made a controller with a step per node (the
+	// first controller labels every node) cost O(nodes) per change.
+	resolved sync.Map // step ID -> resolvedInputs
 	// confirming holds the serials whose ConfirmIdentity is being proposed.
 	confirming sync.Map
 }

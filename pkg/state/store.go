@@ -568,6 +568,17 @@ func (v View) HostConditionCounts() map[[2]string]int {
 	return out
 }
 
+// EachHostStep calls fn with each of host's step records, in no order and without
+// a deep copy: fn must not change what the record's slices and maps hold, nor keep
+// them past the read.
+func (v View) EachHostStep(host string, fn func(r plan.Record)) {
+	for _, r := range v.t.Steps {
+		if r.Host == host {
+			fn(r)
+		}
+	}
+}
+
 // Steps returns step records, of one host if host != "", sorted by ID.
 func (v View) Steps(host string) []plan.Record {
 	out := []plan.Record{}
