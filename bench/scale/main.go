@@ -31,6 +31,7 @@ type options struct {
 	sizes   []int
 	ansible int
 	keep    bool
+	gossip  bool
 	verbose bool
 	timeout time.Duration
 }
@@ -43,6 +44,7 @@ func main() {
 	flag.StringVar(&sizes, "n", "100,300,1000", "site sizes (hosts), comma-separated")
 	flag.IntVar(&o.ansible, "ansible", 200, "hosts in the Ansible comparison (0: skip)")
 	flag.BoolVar(&o.verbose, "v", false, "print the first lines of each apply's plan")
+	flag.BoolVar(&o.gossip, "gossip", true, "agents gossip (each a memberlist pool in this process); off, the site cannot become Ready (no host is Reachable) and each apply is timed until every step succeeded")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory and its logs")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest wait for Site Ready per apply")
 	printManifest := flag.Int("print-manifest", 0, "print the manifest of a site of this many hosts and exit")
@@ -92,7 +94,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("facts of this machine: %w", err)
 	}
-	fmt.Println("scale: 3 coordinators (profile lan) on loopback; N agents in this process (gossip included) with SIMULATED drivers and facts")
+	if o.gossip {
+		fmt.Println("scale: 3 coordinators (profile lan) on loopback; N agents in this process (gossip included) with SIMULATED drivers and facts; apply timed to Site Ready")
+	} else {
+		fmt.Println("scale: 3 coordinators (profile lan) on loopback; N agents in this process WITHOUT gossip, SIMULATED drivers and facts; apply timed until every step succeeded (no host is Reachable, so the site is never Ready)")
+	}
 	var results []*siteResult
 	for _, n := range o.sizes {
 		fmt.Printf("\nN=%d: cluster, %d tokens and enrolments, agents started\n", n, n)

@@ -136,9 +136,12 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		cfg := agent.Config{
 			Name: hostName(i), StateDir: filepath.Join(dir, "agents", hostName(i)),
 			Registry: reg, Logger: alog.With("agent", hostName(i)),
-			Gather: func(context.Context) (host.Facts, error) { return facts, nil },
+			Gather:   func(context.Context) (host.Facts, error) { return facts, nil },
+			NoGossip: !o.gossip,
+		}
+		if o.gossip {
 			// Each agent gossips from its own loopback address, as hosts would.
-			GossipAddr: net.JoinHostPort(loopbackIP(i).String(), "7444"),
+			cfg.GossipAddr = net.JoinHostPort(loopbackIP(i).String(), "7444")
 		}
 		wg.Go(func() {
 			if err := agent.Run(actx, cfg); err != nil && actx.Err() == nil {
@@ -170,7 +173,12 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			}
 			fmt.Printf("    right after the apply: steps %v; site %+v\n", by, plan.Find(site.Site.Status.Conditions, api.ConditionReady))
 		}
-		err := waitReady(ctx, admin, agentErr, o.timeout)
+		var err error
+		if o.gossip {
+			err = waitReady(ctx, admin, agentErr, o.timeout)
+		} else {
+			err = waitSteps(ctx, admin, agentErr, o.timeout)
+		}
 		took := time.Since(start)
 		cpu1, _ := cpuSeconds(pid)
 		worst := lag.finish()
@@ -202,7 +210,11 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 	// Let every agent fetch its (empty) steps and report facts first, as they
 	// would have long before an operator writes the manifest.
 	time.Sleep(2 * time.Second)
-	if err := measure("apply -> Site Ready", manifest(n, change{one: -1})); err != nil {
+	first := "apply -> Site Ready"
+	if !o.gossip {
+		first = "apply -> steps done"
+	}
+	if err := measure(first, manifest(n, change{one: -1})); err != nil {
 		return nil, err
 	}
 	if err := measure("change every host", manifest(n, change{all: true, one: -1})); err != nil {
@@ -266,6 +278,38 @@ func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error,
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("site not Ready within %s; last: %s", timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitSteps polls the leader's step counts (its metrics, 10 per second) until
+// every step has succeeded.
+func waitSteps(ctx context.Context, admin *client.Client, agentErr <-chan error, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	states := []string{"Pending", "Ready", "Running", "Succeeded", "Failed", "Blocked"}
+	last := ""
+	for {
+		select {
+		case err := <-agentErr:
+			return err
+		default:
+		}
+		if m, err := metrics(ctx, admin); err == nil {
+			total := 0.0
+			for _, st := range states {
+				total += m[`plinth_steps{state="`+st+`"}`]
+			}
+			ok := m[`plinth_steps{state="Succeeded"}`]
+			if total > 0 && ok == total {
+				return nil
+			}
+			last = fmt.Sprintf("%.0f of %.0f steps succeeded", ok, total)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("steps not all done within %s; last: %s", timeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

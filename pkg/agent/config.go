@@ -54,6 +54,11 @@ type Config struct {
 	// scale harness sets it, to give a thousand agents in one process facts of
 	// their own; a real agent always reads its host.
 	Gather func(context.Context) (host.Facts, error)
+	// NoGossip runs the agent without membership. Only the scale harness sets it,
+	// to measure sites larger than the memberlist pools of every host can share
+	// one machine; its hosts then never become Reachable, so Site Ready is not
+	// reached and the harness waits for the steps instead. A real agent gossips.
+	NoGossip bool
 }
 
 func (c Config) withDefaults() Config {

@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if len(addrs) == 0 {
 		return errors.New("agent: run: no coordinator addresses: set coordinators in the config file or join again")
 	}
-	if cfg.GossipAddr == "" {
+	if cfg.GossipAddr == "" && !cfg.NoGossip {
 		if cfg.GossipAddr, err = DefaultGossipAddr(addrs); err != nil {
 			return err
 		}
@@ -141,7 +141,9 @@ func (a *agent) run(ctx context.Context) error {
 	start("steps", a.stepLoop)
 	start("facts", a.factsLoop)
 	start("drift", a.driftLoop)
-	start("gossip", a.gossipLoop)
+	if !a.cfg.NoGossip {
+		start("gossip", a.gossipLoop)
+	}
 	start("renew", a.renewLoop)
 	start("config", a.configLoop)
 	a.log.Info("agent started", "coordinators", a.addrs, "gossip", a.cfg.GossipAddr, "drivers", a.cfg.Registry.Kinds())

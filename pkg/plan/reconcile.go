@@ -171,6 +171,47 @@ func Regate(recs map[string]Record) []string {
 	return moved
 }
 
+// RegateSome is Regate for records known to be the only ones that can move: the
+// dependents of the one record that changed state (and that record), when every
+// other record was gated already. It returns the IDs of those that moved, sorted.
+func RegateSome(recs map[string]Record, ids []string) []string {
+	var moved []string
+	for _, id := range ids {
+		r, ok := recs[id]
+		if !ok {
+			continue
+		}
+		before := r.State
+		ok = depsDone(recs, r) && r.Held == ""
+		switch {
+		case r.State == Pending && ok:
+			r.State = Ready
+		case r.State == Ready && !ok:
+			r.State = Pending
+		case r.State == Failed && r.Held != "":
+			r.State = Pending
+			r.RetryAt = time.Time{}
+		}
+		if r.State != before {
+			recs[id] = r
+			moved = append(moved, id)
+		}
+	}
+	sort.Strings(moved)
+	return slices.Compact(moved)
+}
+
+// Dependents maps each step ID to the IDs of the records that depend on it.
+func Dependents(recs map[string]Record) map[string][]string {
+	out := map[string][]string{}
+	for id, r := range recs {
+		for _, d := range r.Deps {
+			out[d] = append(out[d], id)
+		}
+	}
+	return out
+}
+
 // Hold keeps every step of the hosts in held (host -> why) from being handed out,
 // and releases the steps of every other host: held steps stay or go back to Pending
 // (a Running one finishes its run), released ones are gated again. It returns the

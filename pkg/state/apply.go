@@ -211,6 +211,7 @@ func (a *applier) replan() error {
 		}
 	}
 	a.t.Steps = next
+	a.t.dependents = nil
 	return nil
 }
 
@@ -379,7 +380,12 @@ func (a *applier) policy() plan.Policy {
 func (a *applier) putStep(r plan.Record) {
 	r.ModifyIndex = a.idx
 	a.t.Steps[r.ID] = r
-	for _, id := range plan.Regate(a.t.Steps) {
+	if a.t.dependents == nil {
+		a.t.dependents = plan.Dependents(a.t.Steps)
+	}
+	// Only r and what depends on it can move: every command leaves all gated.
+	ids := append([]string{r.ID}, a.t.dependents[r.ID]...)
+	for _, id := range plan.RegateSome(a.t.Steps, ids) {
 		s := a.t.Steps[id]
 		s.ModifyIndex = a.idx
 		a.t.Steps[id] = s

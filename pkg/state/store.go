@@ -65,6 +65,9 @@ type tables struct {
 	// records on decode (a removal before the last snapshot is forgotten: the agent
 	// fetched after it).
 	watch map[string]uint64
+	// dependents is derived too: step ID -> the steps that depend on it, built when
+	// first needed after the set of steps was replaced (a replan, a decode).
+	dependents map[string][]string
 }
 
 func newTables() *tables {
