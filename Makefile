@@ -87,8 +87,8 @@ bench: bench-consensus bench-gossip bench-scale bench-network bench-ovs bench-ce
 bench-consensus: ## failover time and write throughput vs a 3-member etcd
 	./scripts/bench-consensus.sh
 
-bench-scale: ## site of 100/300/1000 hosts (real coordinators and agents, SIMULATED drivers): apply -> Site Ready, leader CPU/RSS, lag, Raft sizes, wake-ups; Ansible at 200
-	./scripts/bench-scale.sh
+bench-scale: ## site of 100/300/1000 hosts (real coordinators and agents without gossip, SIMULATED drivers): apply -> steps done, leader CPU/RSS, lag, Raft sizes, wake-ups; Ansible at 200
+	./scripts/bench-scale.sh -gossip=false $(BENCH_SCALE_ARGS)
 
 bench-gossip: ## failure detection at size: 50 members, a crashed one declared dead, the lan profile next to memberlist's defaults
 	$(GO) test -run '^$$' -bench DeadDetection50 -benchtime 8x -timeout 30m ./pkg/membership/
