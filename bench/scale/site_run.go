@@ -112,8 +112,17 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		if _, err := admin.Do(ctx, "POST", wire.PathTokens, wire.TokenRequest{Name: hostName(i), Role: pki.RoleAgent, TTL: time.Hour}, &tok); err != nil {
 			return fmt.Errorf("token for %s: %w", hostName(i), err)
 		}
-		// From the host's own loopback address: the join port bounds attempts per address.
-		return agent.Join(ctx, agent.JoinOptions{StateDir: filepath.Join(dir, "agents", hostName(i)), Name: hostName(i), Token: tok.Token, JoinAddrs: joins, SourceIP: loopbackIP(i)})
+		// From the host's own loopback address: the join port bounds attempts per
+		// address, and all of them together (a rack enrolling at once is paced),
+		// so a refused attempt is tried again, as an install script would.
+		jo := agent.JoinOptions{StateDir: filepath.Join(dir, "agents", hostName(i)), Name: hostName(i), Token: tok.Token, JoinAddrs: joins, SourceIP: loopbackIP(i)}
+		for try := 0; ; try++ {
+			err := agent.Join(ctx, jo)
+			if err == nil || try == 20 || ctx.Err() != nil {
+				return err
+			}
+			time.Sleep(time.Duration(200+rand.IntN(800)) * time.Millisecond)
+		}
 	}); err != nil {
 		return nil, fmt.Errorf("enrol: %w", err)
 	}
