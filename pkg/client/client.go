@@ -56,6 +56,9 @@ func NewFrom(addrs []string, tc *tls.Config, src net.IP) *Client {
 	}
 }
 
+// CloseIdle closes the client's idle connections.
+func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
+
 // FromIdentityFile builds a client from an identity file written by `init`.
 func FromIdentityFile(path string) (*Client, error) {
 	f, err := pki.ReadIdentityFile(path)

@@ -36,7 +36,11 @@ func EnrollFrom(ctx context.Context, src net.IP, joinAddrs []string, tok pki.Tok
 			return nil, err
 		}
 		var resp wire.EnrollResponse
-		_, err = NewFrom([]string{addr}, tc, src).Do(ctx, "POST", wire.PathEnroll, req, &resp)
+		cl := NewFrom([]string{addr}, tc, src)
+		_, err = cl.Do(ctx, "POST", wire.PathEnroll, req, &resp)
+		// One request: its connection would otherwise stay open, holding one of the
+		// join port's few connection slots until its idle timeout.
+		cl.CloseIdle()
 		if err == nil {
 			if _, err := checkIssued(resp, name); err != nil {
 				return nil, err
