@@ -212,6 +212,7 @@ func (a *applier) replan() error {
 	}
 	a.t.Steps = next
 	a.t.dependents = nil
+	a.t.indexHostSteps()
 	return nil
 }
 

@@ -2,10 +2,13 @@ package state
 
 import (
 	"context"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
 // TestBlockHostWakesOnlyForItsHost: a query waiting on one host's steps is not
@@ -58,4 +61,35 @@ func TestBlockHostWakesOnlyForItsHost(t *testing.T) {
 	if bs := l.s.BlockStats(); bs.Wakeups != 1 || bs.Idle != 0 {
 		t.Fatalf("wake-ups %+v, want exactly one", bs)
 	}
+}
+
+// TestHostStepsIndexFollowsReplans: the per-host step index lists what a walk of
+// every step finds, after manifests drop and add a host and after a snapshot
+// round trip.
+func TestHostStepsIndexFollowsReplans(t *testing.T) {
+	l := newLog(t)
+	check := func(s *Store, what string) {
+		t.Helper()
+		s.Read(func(v View) {
+			for _, h := range []string{"c0", "w1", "w2", "w3"} {
+				var got []string
+				v.EachHostStep(h, func(r plan.Record) { got = append(got, r.ID) })
+				sort.Strings(got)
+				var want []string
+				for _, r := range v.Steps(h) {
+					want = append(want, r.ID)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s: host %s: index %v, steps %v", what, h, got, want)
+				}
+			}
+		})
+	}
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2")})
+	check(l.s, "first manifest")
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1")})
+	check(l.s, "w2 dropped")
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2")})
+	check(l.s, "w2 back")
+	check(snapshotRoundTrip(t, l.s), "after a snapshot")
 }

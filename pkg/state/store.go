@@ -68,6 +68,10 @@ type tables struct {
 	// dependents is derived too: step ID -> the steps that depend on it, built when
 	// first needed after the set of steps was replaced (a replan, a decode).
 	dependents map[string][]string
+	// hostSteps is derived too: host -> its step IDs, rebuilt by the FSM whenever
+	// the set of steps is replaced (a replan, a decode), so reads about one host do
+	// not walk every step of the site.
+	hostSteps map[string][]string
 }
 
 func newTables() *tables {
@@ -400,7 +404,16 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	for _, r := range t.Steps {
 		t.watch[r.Host] = max(t.watch[r.Host], r.ModifyIndex)
 	}
+	t.indexHostSteps()
 	return t, nil
+}
+
+// indexHostSteps rebuilds hostSteps from Steps (under the write lock).
+func (t *tables) indexHostSteps() {
+	t.hostSteps = map[string][]string{}
+	for id, r := range t.Steps {
+		t.hostSteps[r.Host] = append(t.hostSteps[r.Host], id)
+	}
 }
 
 type snapshot []byte
@@ -575,8 +588,11 @@ func (v View) HostConditionCounts() map[[2]string]int {
 // a deep copy: fn must not change what the record's slices and maps hold, nor keep
 // them past the read.
 func (v View) EachHostStep(host string, fn func(r plan.Record)) {
-	for _, r := range v.t.Steps {
-		if r.Host == host {
+	if v.t.hostSteps == nil { // a table never decoded nor replanned: no steps
+		return
+	}
+	for _, id := range v.t.hostSteps[host] {
+		if r, ok := v.t.Steps[id]; ok {
 			fn(r)
 		}
 	}
