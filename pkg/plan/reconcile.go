@@ -128,20 +128,28 @@ func Reconcile(desired []Step, prev map[string]Record) (map[string]Record, []str
 // handed out: it stays Pending, and a Ready or Failed one goes back to Pending.
 func gate(recs map[string]Record) {
 	for id, r := range recs {
-		ok := depsDone(recs, r) && r.Held == ""
-		switch {
-		case r.State == Pending && ok:
-			r.State = Ready
-		case r.State == Ready && !ok:
-			r.State = Pending
-		case r.State == Failed && r.Held != "":
-			r.State = Pending
-			r.RetryAt = time.Time{}
-		default:
-			continue
+		if g, moved := gated(recs, r); moved {
+			recs[id] = g
 		}
-		recs[id] = r
 	}
+}
+
+// gated is r after the gating rule: Ready once its dependencies succeeded and it is
+// not held, back to Pending otherwise; a held Failed step waits as Pending.
+func gated(recs map[string]Record, r Record) (Record, bool) {
+	ok := depsDone(recs, r) && r.Held == ""
+	switch {
+	case r.State == Pending && ok:
+		r.State = Ready
+	case r.State == Ready && !ok:
+		r.State = Pending
+	case r.State == Failed && r.Held != "":
+		r.State = Pending
+		r.RetryAt = time.Time{}
+	default:
+		return r, false
+	}
+	return r, true
 }
 
 func depsDone(recs map[string]Record, r Record) bool {
@@ -181,20 +189,11 @@ func RegateSome(recs map[string]Record, ids []string) []string {
 		if !ok {
 			continue
 		}
-		before := r.State
-		ok = depsDone(recs, r) && r.Held == ""
-		switch {
-		case r.State == Pending && ok:
-			r.State = Ready
-		case r.State == Ready && !ok:
-			r.State = Pending
-		case r.State == Failed && r.Held != "":
-			r.State = Pending
-			r.RetryAt = time.Time{}
-		}
-		if r.State != before {
-			recs[id] = r
-			moved = append(moved, id)
+		if g, changed := gated(recs, r); changed {
+			recs[id] = g
+			if g.State != r.State {
+				moved = append(moved, id)
+			}
 		}
 	}
 	sort.Strings(moved)
