@@ -63,15 +63,23 @@ func build(ctx context.Context, o options, p pkg) (string, error) {
 	}
 	defer os.RemoveAll(work)
 
-	bin := filepath.Join(o.BinDir, p.Binary)
-	libs, err := shlibDepends(bin)
-	if err != nil {
-		return "", fmt.Errorf("packaging: %s: %w", p.Name, err)
+	var libs []string
+	var contents files.Contents
+	for _, prog := range p.programs() {
+		bin := filepath.Join(o.BinDir, prog.Name)
+		l, err := shlibDepends(bin)
+		if err != nil {
+			return "", fmt.Errorf("packaging: %s: %w", p.Name, err)
+		}
+		libs = append(libs, l...)
+		stripped := filepath.Join(work, prog.Name)
+		if err := strip(ctx, bin, stripped); err != nil {
+			return "", fmt.Errorf("packaging: %s: %w", p.Name, err)
+		}
+		contents = append(contents, &files.Content{Source: stripped, Destination: prog.Dst, FileInfo: mode(0o755)})
 	}
-	stripped := filepath.Join(work, p.Binary)
-	if err := strip(ctx, bin, stripped); err != nil {
-		return "", fmt.Errorf("packaging: %s: %w", p.Name, err)
-	}
+	slices.Sort(libs)
+	libs = slices.Compact(libs)
 	unitSrc := filepath.Join(o.Repo, "systemd", p.Unit)
 	wantedBy, err := unitWantedBy(unitSrc)
 	if err != nil {
@@ -87,12 +95,11 @@ func build(ctx context.Context, o options, p pkg) (string, error) {
 	}
 
 	doc := "/usr/share/doc/" + p.Name
-	contents := files.Contents{
-		{Source: stripped, Destination: filepath.Join(binDir, p.Binary), FileInfo: mode(0o755)},
+	contents = append(contents, files.Contents{
 		{Source: unitSrc, Destination: filepath.Join(unitDir, p.Unit), FileInfo: mode(0o644)},
 		{Source: filepath.Join(o.debianDir(), "copyright"), Destination: doc + "/copyright", FileInfo: mode(0o644)},
 		{Source: changelog, Destination: doc + "/changelog.gz", FileInfo: mode(0o644)},
-	}
+	}...)
 	for _, c := range p.Conffiles {
 		contents = append(contents, &files.Content{
 			Source: filepath.Join(o.debianDir(), c.Src), Destination: c.Dst,

@@ -1,5 +1,11 @@
 package main
 
+import (
+	"path/filepath"
+
+	"github.com/plinth-dev/plinth/pkg/driverexec"
+)
+
 // The Debian packages Plinth ships: everything a package says about itself is in this
 // table. Files come from the repository: the binary from the build directory, the unit
 // from systemd/, config and the maintainer script templates from packaging/debian/.
@@ -13,6 +19,8 @@ const (
 	// unitDir is where packaged systemd units go (Debian: never /etc, never /lib).
 	unitDir = "/usr/lib/systemd/system"
 	binDir  = "/usr/bin"
+	// libexecDir holds programs a package's binary runs, not operators.
+	libexecDir = "/usr/libexec/plinth"
 )
 
 // conffile is a default configuration file, owned by dpkg as a conffile.
@@ -25,6 +33,9 @@ type conffile struct {
 type pkg struct {
 	Name   string
 	Binary string // file name in the build directory, installed in binDir
+	// Helpers are programs Binary runs (file names in the build directory),
+	// installed in libexecDir.
+	Helpers []string
 	Unit   string // file name in systemd/, installed in unitDir
 	// StateDir is the service's state (identity, keys, data): created 0700 by
 	// postinst, removed by purge. It matches the unit's StateDirectory=.
@@ -46,6 +57,9 @@ var packages = []pkg{
 	{
 		Name:      "plinth-agent",
 		Binary:    "plinth-agent",
+		// The agent runs its steps in plinth-drivers (pkg/driverexec), so the
+		// daemon does not hold the drivers' code while the host is idle.
+		Helpers: []string{driverexec.Binary},
 		Unit:      "plinth-agent.service",
 		StateDir:  "/var/lib/plinth",
 		StartNote: "`plinth-agent join` writes the identity the unit's ConditionPathExists waits for",
@@ -91,6 +105,21 @@ command line client (apply, get, describe, node enroll).
 The service is started after plinth-coordinator init (first controller) or
 join. State: /var/lib/plinth-coordinator.`,
 	},
+}
+
+// program is one executable a package installs.
+type program struct {
+	Name string // file name in the build directory
+	Dst  string // absolute path on the host
+}
+
+// programs are p's executables: Binary, then its helpers.
+func (p pkg) programs() []program {
+	out := []program{{p.Binary, filepath.Join(binDir, p.Binary)}}
+	for _, h := range p.Helpers {
+		out = append(out, program{h, filepath.Join(libexecDir, h)})
+	}
+	return out
 }
 
 // shlibs maps a shared library the binaries link (ELF DT_NEEDED) to the Debian

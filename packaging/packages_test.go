@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/driverexec"
 )
 
 const repo = ".."
@@ -37,6 +38,15 @@ func TestAgentConfigLoads(t *testing.T) {
 	}
 	if !reflect.DeepEqual(fc, agent.FileConfig{}) {
 		t.Errorf("shipped config sets %+v; it should only show the defaults as comments", fc)
+	}
+}
+
+// TestAgentDriversWhereItLooks: the agent package installs the drivers program
+// where the agent looks for it by default.
+func TestAgentDriversWhereItLooks(t *testing.T) {
+	progs := lookup(t, "plinth-agent").programs()
+	if !slices.ContainsFunc(progs, func(p program) bool { return p.Name == driverexec.Binary && p.Dst == driverexec.DefaultPath }) {
+		t.Fatalf("plinth-agent installs %+v; the agent runs %s", progs, driverexec.DefaultPath)
 	}
 }
 
@@ -69,14 +79,21 @@ func TestShlibsMatchDpkgShlibdeps(t *testing.T) {
 		t.Skip("bin/ has no built binaries (run make build): nothing real to compare")
 	}
 	for _, p := range packages {
-		bin, err := filepath.Abs(filepath.Join(bins, p.Binary))
-		if err != nil {
-			t.Fatal(err)
+		var ours, progs []string
+		for _, prog := range p.programs() {
+			bin, err := filepath.Abs(filepath.Join(bins, prog.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := shlibDepends(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours = append(ours, l...)
+			progs = append(progs, bin)
 		}
-		ours, err := shlibDepends(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
+		slices.Sort(ours)
+		ours = slices.Compact(ours)
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, "debian"), 0o755); err != nil {
 			t.Fatal(err)
@@ -85,11 +102,11 @@ func TestShlibsMatchDpkgShlibdeps(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "debian", "control"), []byte(control), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("dpkg-shlibdeps", "-O", bin)
+		cmd := exec.Command("dpkg-shlibdeps", append([]string{"-O"}, progs...)...)
 		cmd.Dir = dir
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("dpkg-shlibdeps %s: %v\n%s", bin, err, stderr(err))
+			t.Fatalf("dpkg-shlibdeps %s: %v\n%s", progs, err, stderr(err))
 		}
 		theirs := strings.Split(strings.TrimPrefix(strings.TrimSpace(string(out)), "shlibs:Depends="), ", ")
 		slices.Sort(theirs)
@@ -173,8 +190,10 @@ func binaries(t *testing.T) (dir string, standIn bool) {
 	}
 	missing := false
 	for _, p := range packages {
-		if _, err := os.Stat(filepath.Join(built, p.Binary)); err != nil {
-			missing = true
+		for _, prog := range p.programs() {
+			if _, err := os.Stat(filepath.Join(built, prog.Name)); err != nil {
+				missing = true
+			}
 		}
 	}
 	if !missing {
@@ -185,13 +204,15 @@ func binaries(t *testing.T) (dir string, standIn bool) {
 		t.Skip("bin/ has no binaries and there is no true(1) to stand in")
 	}
 	dir = t.TempDir()
+	b, err := os.ReadFile(truePath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range packages {
-		b, err := os.ReadFile(truePath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p.Binary), b, 0o755); err != nil {
-			t.Fatal(err)
+		for _, prog := range p.programs() {
+			if err := os.WriteFile(filepath.Join(dir, prog.Name), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return dir, true
@@ -263,10 +284,12 @@ func checkContents(t *testing.T, p pkg, deb, version string) {
 		listing[strings.TrimSuffix(strings.TrimPrefix(f[5], "."), "/")] = f[0]
 	}
 	want := map[string]string{
-		filepath.Join(binDir, p.Binary):              "-rwxr-xr-x",
 		filepath.Join(unitDir, p.Unit):               "-rw-r--r--",
 		"/usr/share/doc/" + p.Name + "/copyright":    "-rw-r--r--",
 		"/usr/share/doc/" + p.Name + "/changelog.gz": "-rw-r--r--",
+	}
+	for _, prog := range p.programs() {
+		want[prog.Dst] = "-rwxr-xr-x"
 	}
 	for _, c := range p.Conffiles {
 		want[c.Dst] = "-rw-r--r--"

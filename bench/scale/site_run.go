@@ -144,7 +144,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		facts := simFacts(base, hostName(i), mgmtAddr(i))
 		cfg := agent.Config{
 			Name: hostName(i), StateDir: filepath.Join(dir, "agents", hostName(i)),
-			Registry: reg, Logger: alog.With("agent", hostName(i)),
+			Drivers: reg, Logger: alog.With("agent", hostName(i)),
 			Gather:   func(context.Context) (host.Facts, error) { return facts, nil },
 			NoGossip: !o.gossip,
 		}

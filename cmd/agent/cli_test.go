@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestIntegrationCLIAgainstCoordinator drives join, run (with its config file and the
-// real driver registry) and status against an in-process coordinator. The host's
+// real drivers program, built here) and status against an in-process coordinator. The host's
 // interface does not exist, so the real host.network driver fails permanently
 // without changing anything on this machine.
 func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
@@ -95,13 +96,20 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 		t.Fatalf("join with both --token and --token-file: no error\n%s", out)
 	}
 
+	drivers := filepath.Join(dir, "bin", "plinth-drivers")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", drivers, "../drivers").CombinedOutput(); err != nil {
+		t.Fatalf("build plinth-drivers: %v\n%s", err, out)
+	}
+	if out, err := execute(ctx, "run", "--state-dir", stateDir, "--drivers", filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("run without its drivers program: %v\n%s", err, out)
+	}
 	conf := filepath.Join(dir, "agent.yaml")
 	os.WriteFile(conf, []byte(fmt.Sprintf("stateDir: /nonexistent\ngossipAddr: %s\ngossipProfile: fast\nfactsInterval: 1s\nlogLevel: error\n", freeAddr(t))), 0o644)
 	rctx, rstop := context.WithCancel(ctx)
 	rdone := make(chan error, 1)
 	go func() {
 		// --state-dir on the command line overrides the file's stateDir.
-		_, err := execute(rctx, "run", "--config", conf, "--state-dir", stateDir)
+		_, err := execute(rctx, "run", "--config", conf, "--state-dir", stateDir, "--drivers", drivers)
 		rdone <- err
 	}()
 	// node-1 has no plx-none0: once its facts arrive the coordinator holds the step

@@ -10,12 +10,13 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
-	"github.com/plinth-dev/plinth/pkg/kubeinstall"
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/certreport"
 )
 
 func newRun(g *globals) *cobra.Command {
-	var configPath, gossipAddr, profile, hostProfile string
+	var configPath, gossipAddr, profile, hostProfile, driversPath, ovsRunDir, cephConf string
 	var factsInterval time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -29,7 +30,8 @@ at half its lifetime.
 
 Settings come from --config (YAML; keys name, stateDir, coordinators, gossipAddr,
 gossipProfile, factsInterval, logLevel, hostProfile); flags given on the command line
-override it. A host profile (--host-profile) names what a kind of machine forces on the
+override it. Steps and drift checks run in the drivers program (--drivers), one
+process per run that exits when done, so the daemon stays small. A host profile (--host-profile) names what a kind of machine forces on the
 software Plinth runs there; real hosts have none.
 Under systemd (Type=notify) it reports READY=1 after the first successful fetch of its
 steps and feeds the watchdog.`,
@@ -65,7 +67,14 @@ steps and feeds the watchdog.`,
 			if err != nil {
 				return err
 			}
-			reg, err := registry(stateDir, hp, log)
+			args := []string{"--state-dir", stateDir, "--log-level", pick("log-level", g.logLevel, fc.LogLevel), "--host-profile", hp.Name}
+			if ovsRunDir != "" {
+				args = append(args, "--ovs-rundir", ovsRunDir)
+			}
+			if cephConf != "" {
+				args = append(args, "--ceph-conf", cephConf)
+			}
+			drivers, err := driverexec.New(cmd.Context(), driversPath, args, nil)
 			if err != nil {
 				return err
 			}
@@ -78,10 +87,10 @@ steps and feeds the watchdog.`,
 				GossipProfile:    profile,
 				FactsInterval:    factsInterval,
 				Logger:           log,
-				Registry:         reg,
+				Drivers:          drivers,
 				Notify:           func(s string) { _, _ = daemon.SdNotify(false, s) },
 				WatchdogInterval: wd / 2,
-				KubeCertificates: func() []api.CertValidity { return kubeinstall.CertificateValidity("") },
+				KubeCertificates: func() []api.CertValidity { return certreport.Validity("") },
 			})
 		},
 	}
@@ -90,6 +99,9 @@ steps and feeds the watchdog.`,
 	f.StringVar(&gossipAddr, "gossip-addr", "", fmt.Sprintf("ip:port to gossip on (default: this host's IP towards the coordinators, port %d)", agent.DefaultGossipPort))
 	f.StringVar(&profile, "gossip-profile", "lan", "gossip timing: lan, or fast for labs and tests")
 	f.DurationVar(&factsInterval, "facts-interval", agent.DefaultFactsInterval, "how often host facts are gathered (posted only when they change)")
+	f.StringVar(&driversPath, "drivers", driverexec.Locate(), "the drivers program steps run in")
+	f.StringVar(&ovsRunDir, "ovs-rundir", "", "Open vSwitch run directory for OVS steps (default: $OVS_RUNDIR, else the drivers' /var/run/openvswitch)")
+	f.StringVar(&cephConf, "ceph-conf", "", "ceph.conf for Ceph steps whose manifest names no configFile or monitors (default: the drivers' /etc/ceph/ceph.conf)")
 	f.StringVar(&hostProfile, "host-profile", "", "what this kind of machine forces on the software Plinth runs ("+strings.Join(hostprofile.Names(), ", ")+"; none on real hosts)")
 	_ = cmd.RegisterFlagCompletionFunc("host-profile", fixedCompletion(hostprofile.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("gossip-profile", fixedCompletion("lan", "fast"))

@@ -39,14 +39,16 @@ type Config struct {
 	GossipProfile string   // "lan" (default) or "fast"
 	FactsInterval time.Duration
 
-	Logger   *slog.Logger
-	Registry *driver.Registry
+	Logger *slog.Logger
+	// Drivers runs the steps: pkg/driverexec's process runner in the daemon, a
+	// driver.Registry in tests and the scale harness.
+	Drivers driver.Executor
 	// Notify receives sd_notify states ("READY=1", "WATCHDOG=1", "STOPPING=1").
 	Notify func(string)
 	// WatchdogInterval is how often WATCHDOG=1 is sent; 0 sends none.
 	WatchdogInterval time.Duration
 	// KubeCertificates, if set, reads the certificates kubeadm made on this host
-	// (kubeinstall.CertificateValidity); they are reported with the facts, so the
+	// (certreport.Validity); they are reported with the facts, so the
 	// coordinators warn before they expire.
 	KubeCertificates func() []api.CertValidity
 

@@ -94,34 +94,45 @@ func (a *agent) driftLoop(ctx context.Context) error {
 // errStepsRunning says a drift check gave way to running steps.
 var errStepsRunning = errors.New("steps are running")
 
-// checkDrift checks every finished step once. It gives way to running steps (false:
-// try again in a second): a waiting check would hold every new run back behind a
-// long one, and a host half way through a step is not drift.
+// checkDrift re-observes every finished step in one check (one drivers process for
+// all of them). It gives way to steps (false: try again in a second): it does not
+// start while one runs, and one that wants to start cancels it — a waiting check
+// would hold new runs back, and a host half way through a step is not drift.
 func (a *agent) checkDrift(ctx context.Context) bool {
 	snap, ok := a.snapshot()
 	if !ok {
 		return true
 	}
+	kinds := a.cfg.Drivers.Kinds()
+	var steps []wire.AgentStep
+	var probes []driver.Probe
 	for _, st := range snap.Steps {
+		if driftCheckable(st) && slices.Contains(kinds, st.Kind) {
+			steps = append(steps, st)
+			probes = append(probes, driver.Probe{Kind: st.Kind, Inputs: st.Inputs})
+		}
+	}
+	if len(probes) == 0 {
+		return true
+	}
+	findings, err := a.check(ctx, probes)
+	switch {
+	case errors.Is(err, errStepsRunning) || ctx.Err() != nil:
+		return false
+	case err != nil:
+		a.log.Warn("drift check failed", "steps", len(probes), "err", err)
+		return true
+	}
+	for i, st := range steps {
 		if ctx.Err() != nil {
 			return true
 		}
-		if !driftCheckable(st) {
-			continue
-		}
-		d, ok := a.cfg.Registry.Get(st.Kind)
-		if !ok {
-			continue
-		}
 		log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash)
-		changes, err := a.check(ctx, d, st)
-		if errors.Is(err, errStepsRunning) {
-			return false
-		}
-		if err != nil {
-			log.Warn("drift check failed", "err", err)
+		if findings[i].Error != "" {
+			log.Warn("drift check failed", "err", findings[i].Error)
 			continue
 		}
+		changes := findings[i].Changes
 		if !a.drift.shouldReport(st.ID, st.AppliedHash, changes) {
 			continue
 		}
@@ -142,16 +153,38 @@ func (a *agent) checkDrift(ctx context.Context) bool {
 	return true
 }
 
-// check is driver.Check under the driver lock, with a panic turned into an error.
-func (a *agent) check(ctx context.Context, d driver.Driver, st wire.AgentStep) (changes []string, err error) {
+// check runs the drivers' Check holding the driver lock alone; a step that starts
+// meanwhile cancels it (errStepsRunning).
+func (a *agent) check(ctx context.Context, probes []driver.Probe) ([]driver.Finding, error) {
 	if !a.execMu.TryLock() {
 		return nil, errStepsRunning
 	}
 	defer a.execMu.Unlock()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.checkMu.Lock()
+	a.stopCheck = func() { cancel(errStepsRunning) }
+	a.checkMu.Unlock()
 	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: driver panicked: %v", st.Kind, r)
-		}
+		a.checkMu.Lock()
+		a.stopCheck = nil
+		a.checkMu.Unlock()
 	}()
-	return driver.Check(ctx, d, st.Inputs)
+	out, err := a.cfg.Drivers.Check(cctx, probes)
+	if cause := context.Cause(cctx); cause != nil && ctx.Err() == nil {
+		return nil, cause
+	}
+	if err == nil && len(out) != len(probes) {
+		err = fmt.Errorf("drivers answered %d findings for %d steps", len(out), len(probes))
+	}
+	return out, err
+}
+
+// cancelCheck cuts the drift check in progress short, if any.
+func (a *agent) cancelCheck() {
+	a.checkMu.Lock()
+	defer a.checkMu.Unlock()
+	if a.stopCheck != nil {
+		a.stopCheck()
+	}
 }

@@ -1,8 +1,13 @@
 package agent
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -67,4 +72,57 @@ func TestDriftReportDecision(t *testing.T) {
 	if m.shouldReport(id, "h2", []string{"mtu eth1: 9000 -> 1500"}) {
 		t.Fatal("memo aliased the caller's slice")
 	}
+}
+
+// blockingChecks is an Executor whose drift checks last until cancelled; its runs
+// return at once.
+type blockingChecks struct{ checking chan struct{} }
+
+func (blockingChecks) Kinds() []string { return []string{"test.kind"} }
+
+func (blockingChecks) Run(context.Context, string, json.RawMessage) driver.Result {
+	return driver.Result{Changes: []string{"ran"}}
+}
+
+func (b blockingChecks) Check(ctx context.Context, _ []driver.Probe) ([]driver.Finding, error) {
+	close(b.checking)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A step that wants to run cuts a drift check short instead of waiting behind it
+// (the check gives way: errStepsRunning, tried again a second later).
+func TestStepCancelsDriftCheck(t *testing.T) {
+	x := blockingChecks{checking: make(chan struct{})}
+	a := &agent{cfg: Config{Drivers: x}}
+	checked := make(chan error, 1)
+	go func() {
+		_, err := a.check(context.Background(), []driver.Probe{{Kind: "test.kind"}})
+		checked <- err
+	}()
+	<-x.checking
+	ran := make(chan driver.Result, 1)
+	go func() { ran <- a.execute(context.Background(), wire.AgentStep{Kind: "test.kind"}) }()
+	select {
+	case err := <-checked:
+		if !errors.Is(err, errStepsRunning) {
+			t.Fatalf("check: %v, want errStepsRunning", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the drift check was not cancelled by the step")
+	}
+	select {
+	case res := <-ran:
+		if !res.OK() || len(res.Changes) != 1 {
+			t.Fatalf("step: %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the step waited behind the check")
+	}
+	// With a step running, a check does not start.
+	a.execMu.RLock()
+	if _, err := a.check(context.Background(), nil); !errors.Is(err, errStepsRunning) {
+		t.Fatalf("check beside a running step: %v", err)
+	}
+	a.execMu.RUnlock()
 }

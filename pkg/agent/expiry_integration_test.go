@@ -69,7 +69,7 @@ func TestIntegrationCertificateExpiry(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- Run(actx, Config{StateDir: stateDir, GossipAddr: gossipAddr, GossipProfile: "fast",
-				FactsInterval: time.Second, Logger: log.With("who", "agent"), Registry: reg})
+				FactsInterval: time.Second, Logger: log.With("who", "agent"), Drivers: reg})
 		}()
 		return func() {
 			astop()

@@ -161,7 +161,7 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- Run(actx, Config{StateDir: stateDir, GossipAddr: gossipAddr, GossipProfile: "fast",
-				FactsInterval: time.Second, Logger: log.With("who", "agent"), Registry: reg,
+				FactsInterval: time.Second, Logger: log.With("who", "agent"), Drivers: reg,
 				Notify: nt.add, WatchdogInterval: 100 * time.Millisecond})
 		}()
 		return func() {

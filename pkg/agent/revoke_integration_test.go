@@ -82,7 +82,7 @@ func TestIntegrationDeletedHostLeavesGossip(t *testing.T) {
 			t.Fatalf("join %s: %v", name, err)
 		}
 		cfg := Config{StateDir: stateDir[name], GossipAddr: freeAddr(t), GossipProfile: "fast", FactsInterval: time.Second,
-			Logger: log.With("who", name), Registry: reg}
+			Logger: log.With("who", name), Drivers: reg}
 		run(name, func(ctx context.Context) error { return Run(ctx, cfg) })
 	}
 	oldKey, err := loadGossipKey(stateDir["node-2"])

@@ -41,6 +41,10 @@ type agent struct {
 	// execMu keeps drift checks apart from step runs: runs share it (RLock), a drift
 	// check holds it alone, so it never observes a host half way through a step.
 	execMu sync.RWMutex
+	// stopCheck cancels the drift check in progress (nil when none): a step that
+	// wants to run cuts it short instead of waiting behind it.
+	checkMu   sync.Mutex
+	stopCheck context.CancelFunc
 
 	mu    sync.Mutex
 	cl    *client.Client
@@ -63,8 +67,8 @@ type agent struct {
 // identity cannot be loaded or a component fails for good.
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
-	if cfg.Registry == nil {
-		return errors.New("agent: run: no driver registry")
+	if cfg.Drivers == nil {
+		return errors.New("agent: run: no drivers")
 	}
 	id, err := LoadIdentity(cfg.StateDir)
 	if err != nil {
@@ -146,7 +150,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	start("renew", a.renewLoop)
 	start("config", a.configLoop)
-	a.log.Info("agent started", "coordinators", a.addrs, "gossip", a.cfg.GossipAddr, "drivers", a.cfg.Registry.Kinds())
+	a.log.Info("agent started", "coordinators", a.addrs, "gossip", a.cfg.GossipAddr, "drivers", a.cfg.Drivers.Kinds())
 	<-ctx.Done()
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {

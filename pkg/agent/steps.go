@@ -320,21 +320,13 @@ func newRunID() string {
 	return hex.EncodeToString(b)
 }
 
-// execute runs the step with its driver; a missing driver or a driver panic becomes a
-// failed result rather than a crash loop.
-func (a *agent) execute(ctx context.Context, st wire.AgentStep) (res driver.Result) {
-	d, ok := a.cfg.Registry.Get(st.Kind)
-	if !ok {
-		return driver.Result{Error: fmt.Sprintf("no driver for kind %s on this agent", st.Kind)}
-	}
+// execute runs the step with its driver. A drift check in progress is cut short
+// first: a step never waits behind a check of the host it is about to change.
+func (a *agent) execute(ctx context.Context, st wire.AgentStep) driver.Result {
+	a.cancelCheck()
 	a.execMu.RLock() // steps share it; a drift check takes it alone
 	defer a.execMu.RUnlock()
-	defer func() {
-		if r := recover(); r != nil {
-			res = driver.Result{Error: fmt.Sprintf("%s: driver panicked: %v", st.Kind, r)}
-		}
-	}()
-	return driver.Run(ctx, d, st.Inputs)
+	return a.cfg.Drivers.Run(ctx, st.Kind, st.Inputs)
 }
 
 // deliver reports a persisted result until a coordinator accepts or refuses it, then

@@ -1,14 +1,18 @@
 package kubeinstall
 
-import "path/filepath"
+import (
+	"path/filepath"
+
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/certreport"
+)
 
 // Host paths. kubeadm's own are fixed by kubeadm; Plinth's live under /etc/plinth so
 // that `kubeadm reset` never removes them.
 const (
 	manifestsDir      = "/etc/kubernetes/manifests"
-	pkiDir            = "/etc/kubernetes/pki"
-	adminConf         = "/etc/kubernetes/admin.conf"
-	superAdminConf    = "/etc/kubernetes/super-admin.conf"
+	pkiDir            = certreport.PKIDir
+	adminConf         = certreport.AdminConf
+	superAdminConf    = certreport.SuperAdminConf
 	kubeletConf       = "/etc/kubernetes/kubelet.conf"
 	kubeletConfigFile = "/var/lib/kubelet/config.yaml"
 	apiServerManifest = manifestsDir + "/kube-apiserver.yaml"
@@ -28,8 +32,8 @@ const (
 
 // The control-plane components' kubeconfigs, renewed by `kubeadm certs renew all`.
 const (
-	controllerManagerConf = "/etc/kubernetes/controller-manager.conf"
-	schedulerConf         = "/etc/kubernetes/scheduler.conf"
+	controllerManagerConf = certreport.ControllerManagerConf
+	schedulerConf         = certreport.SchedulerConf
 )
 
 // Paths places every host path under Root; Root is empty on a real host and a

@@ -21,7 +21,7 @@ import (
 // Lab is one lab site: its directory, binaries and everything it started.
 type Lab struct {
 	Dir string
-	// Bin holds plinth-coordinator and plinth-agent.
+	// Bin holds plinth-coordinator (and runc-lab); agents come from the bundle.
 	Bin string
 	// Identity is the admin identity file written by the first coordinator.
 	Identity string
@@ -113,7 +113,6 @@ func (c *Coordinator) addrArgs() []string {
 }
 
 func (l *Lab) coordinatorBin() string { return filepath.Join(l.Bin, "plinth-coordinator") }
-func (l *Lab) agentBin() string       { return filepath.Join(l.Bin, "plinth-agent") }
 
 // InitCoordinator initialises and starts the first coordinator.
 func (l *Lab) InitCoordinator(ctx context.Context, name, ns, ip string, port int, site string) (*Coordinator, error) {

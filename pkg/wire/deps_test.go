@@ -18,7 +18,7 @@ var forbidden = []string{
 }
 
 // thirdPartyPrometheus names the packages allowed to import Prometheus into
-// cmd/agent, and only into cmd/agent. The agent exposes no metrics of its own, but
+// cmd/drivers, and only into it. The drivers expose no metrics of their own, but
 // two driver libraries register theirs with Prometheus when linked: the Kubernetes
 // config types kubeinstall writes (k8s.io/component-base, via feature gates and
 // logging options) and the OVSDB client pkg/ovs talks to ovsdb-server with
@@ -28,8 +28,25 @@ var thirdPartyPrometheus = []string{
 	"github.com/ovn-org/libovsdb/client",
 }
 
+// drivers is what the long-running agent must not link either: the step drivers
+// and their libraries run in the plinth-drivers process (pkg/driverexec), so the
+// daemon idling on every host stays small. Their input contracts (…spec) are fine.
+var drivers = []string{
+	"k8s.io/", "github.com/containerd/", "github.com/ovn-org/", "github.com/ceph/", "google.golang.org/grpc",
+	"github.com/plinth-dev/plinth/pkg/kubeinstall", "github.com/plinth-dev/plinth/pkg/ovs",
+	"github.com/plinth-dev/plinth/pkg/ceph", "github.com/plinth-dev/plinth/pkg/containerd",
+}
+
+// driverContracts are the packages under drivers' prefixes the agent may link.
+var driverContracts = []string{
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec", "github.com/plinth-dev/plinth/pkg/kubeinstall/certs",
+	"github.com/plinth-dev/plinth/pkg/kubeinstall/certreport", "github.com/plinth-dev/plinth/pkg/ovs/ovsspec",
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec", "github.com/plinth-dev/plinth/pkg/containerd/containerdspec",
+}
+
 // TestAgentLinksNoCoordinator keeps the agent's dependency graph free of Raft,
-// Prometheus and the coordinator's server, with the build tags `make build` uses.
+// Prometheus and the coordinator's server, with the build tags `make build` uses;
+// and the daemon's (cmd/agent) free of the drivers too.
 func TestAgentLinksNoCoordinator(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -40,16 +57,20 @@ func TestAgentLinksNoCoordinator(t *testing.T) {
 		"github.com/plinth-dev/plinth/pkg/client",
 		"github.com/plinth-dev/plinth/pkg/agent",
 		"github.com/plinth-dev/plinth/cmd/agent",
+		"github.com/plinth-dev/plinth/cmd/drivers",
 	} {
 		t.Run(strings.TrimPrefix(root, "github.com/plinth-dev/plinth/"), func(t *testing.T) {
 			imports := listDeps(t, goBin, root)
-			allowThirdParty := root == "github.com/plinth-dev/plinth/cmd/agent"
+			isDrivers := root == "github.com/plinth-dev/plinth/cmd/drivers"
+			bad := func(pkg string) bool {
+				return isForbidden(pkg) || (!isDrivers && matches(pkg, drivers) && !slices.Contains(driverContracts, pkg))
+			}
 			for pkg, imps := range imports {
 				for _, imp := range imps {
-					if !isForbidden(imp) || isForbidden(pkg) {
+					if !bad(imp) || bad(pkg) {
 						continue // only edges into the forbidden set are checked
 					}
-					if allowThirdParty && strings.HasPrefix(imp, "github.com/prometheus/") && matches(pkg, thirdPartyPrometheus) {
+					if isDrivers && strings.HasPrefix(imp, "github.com/prometheus/") && matches(pkg, thirdPartyPrometheus) {
 						continue
 					}
 					t.Errorf("%s depends on %s: %s imports it (%s)", root, imp, pkg, strings.Join(chain(imports, root, pkg), " -> "))

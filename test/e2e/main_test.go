@@ -111,11 +111,8 @@ func dumpLogs(t *testing.T, dir string) {
 }
 
 func builds() []struct{ out, pkg string } {
-	b := []struct{ out, pkg string }{{"plinth-coordinator", "./cmd/coordinator"}, {"runc-lab", "./cmd/runc-lab"}}
-	if os.Getenv("PLINTH_E2E_SKIP_AGENT") == "" {
-		b = append(b, struct{ out, pkg string }{"plinth-agent", "./cmd/agent"})
-	}
-	return b
+	// Agents run from the bundle's package, installed on booted hosts.
+	return []struct{ out, pkg string }{{"plinth-coordinator", "./cmd/coordinator"}, {"runc-lab", "./cmd/runc-lab"}}
 }
 
 // enrolAs presents token at c's join port as host name and returns an API client

@@ -28,8 +28,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/stepkind"
 )
 
-// OVS driver flags. cobra adds pflag.CommandLine to the root's persistent flags, so
-// they live here with the drivers instead of in every command's flag set.
+// OVS driver flags, added to the command line with the rest (main.go).
 var (
 	ovsRunDir = pflag.String("ovs-rundir", orEnv("OVS_RUNDIR", ovs.DefaultRunDir), "Open vSwitch run directory (db.sock, ovs-vswitchd's control socket)")
 )

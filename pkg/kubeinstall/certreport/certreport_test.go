@@ -1,4 +1,4 @@
-package kubeinstall
+package certreport
 
 import (
 	"encoding/base64"
@@ -11,11 +11,11 @@ import (
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 )
 
-// CertificateValidity reads kubeadm's certificate files and the client certificates
+// Validity reads kubeadm's certificate files and the client certificates
 // embedded in the kubeconfigs kubeadm renews; nothing on a host without them.
-func TestCertificateValidity(t *testing.T) {
+func TestValidity(t *testing.T) {
 	root := t.TempDir()
-	if got := CertificateValidity(root); got != nil {
+	if got := Validity(root); got != nil {
 		t.Fatalf("no kubeadm state: %+v", got)
 	}
 	now := time.Now()
@@ -27,32 +27,31 @@ func TestCertificateValidity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Paths{Root: root}
 	write := func(path, data string) {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p.Join(path)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p.Join(path), []byte(data), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(root, path), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(pkiDir+"/ca.crt", bundle)
+	write(PKIDir+"/ca.crt", bundle)
 	old := now.Add(-355 * 24 * time.Hour)
 	leaf, _, err := ca.Issue(certs.Request{CommonName: "kube-apiserver", Server: true}, old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(pkiDir+"/apiserver.crt", string(leaf))
-	write(pkiDir+"/etcd/ca.crt", bundle)
+	write(PKIDir+"/apiserver.crt", string(leaf))
+	write(PKIDir+"/etcd/ca.crt", bundle)
 	client, _, err := ca.Issue(certs.Request{CommonName: "kubernetes-admin"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(adminConf, fmt.Sprintf("apiVersion: v1\nkind: Config\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: %s\n", base64.StdEncoding.EncodeToString(client)))
-	write(schedulerConf, "not yaml: [")
+	write(AdminConf, fmt.Sprintf("apiVersion: v1\nkind: Config\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: %s\n", base64.StdEncoding.EncodeToString(client)))
+	write(SchedulerConf, "not yaml: [")
 
-	got := CertificateValidity(root)
+	got := Validity(root)
 	var names []string
 	for _, c := range got {
 		names = append(names, c.Name)

@@ -1,0 +1,209 @@
+package driverexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plinth-dev/plinth/pkg/driver"
+)
+
+// The test binary is its own drivers program: with childEnv set, TestMain serves
+// the operation in its last argument with fileDriver, as plinth-drivers would.
+const childEnv = "PLINTH_DRIVEREXEC_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	os.Exit(m.Run())
+}
+
+func child(mode string) int {
+	ctx := context.Background()
+	op := os.Args[len(os.Args)-1]
+	switch mode {
+	case "crash":
+		if op != OpHello {
+			fmt.Fprintln(os.Stderr, `{"level":"INFO","msg":"starting"}`)
+			panic("driver library blew up in a goroutine")
+		}
+	case "old":
+		fmt.Println(`{"protocol":0,"kinds":["test.file"]}`)
+		return 0
+	case "slow":
+		if op == OpRun {
+			// Stands for a driver that honours cancellation: exits on SIGTERM.
+			time.Sleep(time.Minute)
+			return 3
+		}
+	}
+	reg, err := driver.NewRegistry(fileDriver{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := Serve(ctx, reg, op, Hello{Version: "test"}, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// fileDriver is a real driver of a tiny kind: test.file makes a file hold a text.
+type fileDriver struct{}
+
+type fileInputs struct {
+	Path string `json:"path"`
+	Text string `json:"text"`
+}
+
+func (fileDriver) Kind() string { return "test.file" }
+
+func (fileDriver) Diff(_ context.Context, raw json.RawMessage) ([]driver.Change, error) {
+	var in fileInputs
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, driver.Permanent(err)
+	}
+	b, err := os.ReadFile(in.Path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if string(b) == in.Text {
+		return nil, nil
+	}
+	return []driver.Change{{Summary: "write " + filepath.Base(in.Path), Apply: func(context.Context) error {
+		return os.WriteFile(in.Path, []byte(in.Text), 0o600)
+	}}}, nil
+}
+
+func start(t *testing.T, mode string) (*Process, *strings.Builder) {
+	t.Helper()
+	t.Setenv(childEnv, mode)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	p, err := New(context.Background(), exe, []string{"-test.run=^$"}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, &log
+}
+
+// A step run and a drift check go through a drivers process and change the host
+// exactly as the in-process registry would.
+func TestRunAndCheckInAProcess(t *testing.T) {
+	p, _ := start(t, "serve")
+	if got := p.Kinds(); len(got) != 1 || got[0] != "test.file" || p.Hello().Version != "test" {
+		t.Fatalf("hello: %+v", p.Hello())
+	}
+	path := filepath.Join(t.TempDir(), "motd")
+	in, _ := json.Marshal(fileInputs{Path: path, Text: "hello"})
+	ctx := context.Background()
+
+	res := p.Run(ctx, "test.file", in)
+	if !res.OK() || len(res.Changes) != 1 {
+		t.Fatalf("first run: %+v", res)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "hello" {
+		t.Fatalf("file holds %q", b)
+	}
+	if res := p.Run(ctx, "test.file", in); !res.OK() || len(res.Changes) != 0 {
+		t.Fatalf("second run should find nothing to do: %+v", res)
+	}
+	if err := os.WriteFile(path, []byte("drifted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := json.RawMessage(`{"path": 7}`)
+	f, err := p.Check(ctx, []driver.Probe{{Kind: "test.file", Inputs: in}, {Kind: "test.file", Inputs: bad}, {Kind: "no.such", Inputs: in}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != 3 || len(f[0].Changes) != 1 || f[0].Error != "" || f[1].Error == "" || !strings.Contains(f[2].Error, "no driver") {
+		t.Fatalf("findings: %+v", f)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "drifted" {
+		t.Fatal("a check changed the host")
+	}
+	if res := p.Run(ctx, "test.file", bad); res.OK() || res.Retryable {
+		t.Fatalf("bad inputs: want a permanent failure, got %+v", res)
+	}
+	if res := p.Run(ctx, "no.such", in); res.OK() || !strings.Contains(res.Error, "no driver for kind no.such") {
+		t.Fatalf("unknown kind: %+v", res)
+	}
+}
+
+// A drivers process that dies before answering fails the step, retryably, saying
+// what killed it; its stderr reaches the agent's log.
+func TestCrashedProcessFailsTheStep(t *testing.T) {
+	p, log := start(t, "crash")
+	res := p.Run(context.Background(), "test.file", json.RawMessage(`{}`))
+	if res.OK() || !res.Retryable || !strings.Contains(res.Error, "panic: driver library blew up") {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.Contains(log.String(), `"msg":"starting"`) {
+		t.Fatalf("child's log not passed on: %q", log.String())
+	}
+	if _, err := p.Check(context.Background(), []driver.Probe{{Kind: "test.file"}}); err == nil {
+		t.Fatal("check of a crashing process: no error")
+	}
+}
+
+// A drivers binary of another protocol (half-upgraded host) or none at all is
+// refused when the agent starts, saying what to do.
+func TestRefusesWrongOrMissingProgram(t *testing.T) {
+	t.Setenv(childEnv, "old")
+	exe, _ := os.Executable()
+	if _, err := New(context.Background(), exe, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "protocol 0") {
+		t.Fatalf("old protocol: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), Binary)
+	if _, err := New(context.Background(), missing, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+// Cancelling a run stops its process (SIGTERM; the test's child dies of it) and
+// returns at once with the cancellation.
+func TestCancelStopsTheProcess(t *testing.T) {
+	p, _ := start(t, "slow")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	res := p.Run(ctx, "test.file", json.RawMessage(`{}`))
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("cancelled run took %v", took)
+	}
+	if res.OK() || !strings.Contains(res.Error, context.DeadlineExceeded.Error()) {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// Serve refuses what is not a request, naming the operation it wanted.
+func TestServeRefusesBadRequests(t *testing.T) {
+	reg, _ := driver.NewRegistry(fileDriver{})
+	var out strings.Builder
+	for _, tc := range []struct{ op, in, want string }{
+		{"bogus", "", `unknown operation "bogus"`},
+		{OpRun, "not json", "read request"},
+		{OpRun, `{"kind":"test.file","inputs":{},"extra":1}`, "unknown field"},
+		{OpCheck, "", "read request"},
+	} {
+		err := Serve(context.Background(), reg, tc.op, Hello{}, strings.NewReader(tc.in), &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %q: %v, want %q", tc.op, tc.in, err, tc.want)
+		}
+	}
+	if out.Len() != 0 {
+		t.Errorf("a refused request wrote a reply: %q", out.String())
+	}
+}

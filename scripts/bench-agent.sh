@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Idle agent cost: this tree's plinth-agent (drivers in plinth-drivers, one process
+# per step or drift pass) next to a baseline agent built from BASE (default: the
+# last commit whose agent linked every driver), both enrolled with one coordinator on
+# loopback, each converging a real host.sysctl step (this machine's own value, so it
+# changes nothing) and then left idle. Prints binary sizes, RSS (now and peak) and
+# CPU (the agent and the drivers processes it waited for) per agent, and the ratio.
+# Asserts nothing.
+#
+#   scripts/bench-agent.sh            IDLE=130 (seconds; two drift passes at 60 s)
+#   BASE=<git ref> scripts/bench-agent.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+BASE=${BASE:-bb8786e}
+IDLE=${IDLE:-130}
+TAGS=${TAGS:-ceph,pacific}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-agent.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  git worktree remove --force "$work/base-src" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "bench-agent: building this tree and the baseline agent ($BASE)"
+mkdir -p "$work/new" "$work/base"
+$GO build -o "$work/new/plinth-coordinator" ./cmd/coordinator
+$GO build -o "$work/new/plinth-agent" ./cmd/agent
+$GO build -tags "$TAGS" -o "$work/new/plinth-drivers" ./cmd/drivers
+git worktree add -q --detach "$work/base-src" "$BASE"
+(cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-agent" ./cmd/agent)
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+C="$work/new/plinth-coordinator"
+ID="$work/admin.json"
+api=127.0.0.1:$(port) join=127.0.0.1:$(port)
+"$C" init --site bench --profile fast --admin-identity "$ID" --name c0 --data-dir "$work/c0" \
+  --api-addr "$api" --join-addr "$join" --raft-addr 127.0.0.1:$(port) --gossip-addr 127.0.0.1:$(port) >/dev/null
+"$C" serve --data-dir "$work/c0" --log-level warn 2>"$work/c0.log" &
+pids+=($!)
+for _ in $(seq 100); do "$C" --identity "$ID" get hosts >/dev/null 2>&1 && break; sleep 0.2; done
+
+key=net.ipv4.ip_forward
+val=$(sysctl -n "$key")
+for n in new base; do
+  cat >>"$work/site.yaml" <<EOF
+---
+apiVersion: plinth.dev/v1alpha1
+kind: Host
+metadata: {name: node-$n}
+spec:
+  roles: [worker]
+  managementAddress: 127.0.0.1
+  sysctls: {$key: "$val"}
+EOF
+done
+"$C" --identity "$ID" apply -f "$work/site.yaml" >/dev/null
+
+for n in new base; do
+  tok=$("$C" --identity "$ID" node enroll "node-$n" --ttl 10m)
+  printf '%s\n' "$tok" | "$work/$n/plinth-agent" join --state-dir "$work/state-$n" --coordinator "$join" --name "node-$n" --token-file - >/dev/null
+  "$work/$n/plinth-agent" run --state-dir "$work/state-$n" --gossip-addr 127.0.0.1:$(port) --log-level warn 2>"$work/agent-$n.log" &
+  pids+=($!)
+  eval "pid_$n=$!"
+done
+
+echo "bench-agent: waiting for both hosts' steps"
+for _ in $(seq 300); do
+  ok=$("$C" --identity "$ID" get steps -o json 2>/dev/null | python3 -c '
+import json,sys
+d=json.load(sys.stdin); items=d if isinstance(d,list) else d.get("items",d.get("steps",[]))
+print(sum(1 for s in items if s.get("state")=="Succeeded"), len(items))' 2>/dev/null || echo "0 0")
+  set -- $ok
+  [ "$1" -gt 0 ] && [ "$1" = "$2" ] && break
+  sleep 0.5
+done
+echo "bench-agent: steps succeeded: $ok; idle for ${IDLE}s"
+sleep 5
+
+ticks() { awk '{print $14+$15+$16+$17}' "/proc/$1/stat"; }
+kib() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
+hz=$(getconf CLK_TCK)
+t0_new=$(ticks "$pid_new") t0_base=$(ticks "$pid_base")
+child_max=0
+end=$((SECONDS + IDLE))
+while [ $SECONDS -lt $end ]; do
+  for c in $(cat "/proc/$pid_new/task/"*/children 2>/dev/null); do
+    r=$(kib "$c" VmRSS 2>/dev/null || echo 0)
+    [ "${r:-0}" -gt "$child_max" ] && child_max=$r
+  done
+  sleep 0.2
+done
+t1_new=$(ticks "$pid_new") t1_base=$(ticks "$pid_base")
+
+size() { stat -c %s "$1"; }
+stripped() { strip -o "$work/s" "$1" && stat -c %s "$work/s"; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b/1048576}'; }
+echo
+printf '%-34s %16s %16s %8s\n' "" "baseline ($BASE)" "this tree" "ratio"
+row() { printf '%-34s %16s %16s %8s\n' "$1" "$2" "$3" "$4"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0) printf "%.2fx", b/a; else print "-"}'; }
+bs=$(stripped "$work/base/plinth-agent") ns=$(stripped "$work/new/plinth-agent") ds=$(stripped "$work/new/plinth-drivers")
+row "plinth-agent binary (stripped)" "$(mib "$bs")" "$(mib "$ns")" "$(ratio "$bs" "$ns")"
+row "plinth-drivers binary (stripped)" "-" "$(mib "$ds")" ""
+br=$(kib "$pid_base" VmRSS) nr=$(kib "$pid_new" VmRSS)
+row "idle RSS" "$(mib $((br * 1024)))" "$(mib $((nr * 1024)))" "$(ratio "$br" "$nr")"
+bh=$(kib "$pid_base" VmHWM) nh=$(kib "$pid_new" VmHWM)
+row "peak RSS since start" "$(mib $((bh * 1024)))" "$(mib $((nh * 1024)))" "$(ratio "$bh" "$nh")"
+row "drivers process peak RSS (seen)" "-" "$(mib $((child_max * 1024)))" ""
+bc=$(awk -v t=$((t1_base - t0_base)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
+nc=$(awk -v t=$((t1_new - t0_new)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
+row "idle CPU, % of a core (+children)" "$bc %" "$nc %" "$(ratio "$bc" "$nc")"
+echo
+echo "Idle window ${IDLE}s after both hosts' steps succeeded; CPU counts the agent and the drivers"
+echo "processes it waited for (drift passes every 60 s). Both agents gossip (lan profile) with one"
+echo "coordinator on loopback; RSS is VmRSS/VmHWM from /proc."
