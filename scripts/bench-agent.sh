@@ -9,6 +9,7 @@
 #
 #   scripts/bench-agent.sh            IDLE=130 (seconds; two drift passes at 60 s)
 #   BASE=<git ref> scripts/bench-agent.sh
+#   PERF=1 scripts/bench-agent.sh      also profiles this tree's agent while idle
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -47,6 +48,7 @@ for _ in $(seq 100); do "$C" --identity "$ID" get hosts >/dev/null 2>&1 && break
 
 key=net.ipv4.ip_forward
 val=$(sysctl -n "$key")
+declare -A addr=([new]=127.0.0.11 [base]=127.0.0.12)
 for n in new base; do
   cat >>"$work/site.yaml" <<EOF
 ---
@@ -55,7 +57,7 @@ kind: Host
 metadata: {name: node-$n}
 spec:
   roles: [worker]
-  managementAddress: 127.0.0.1
+  managementAddress: ${addr[$n]}
   sysctls: {$key: "$val"}
 EOF
 done
@@ -64,7 +66,7 @@ done
 for n in new base; do
   tok=$("$C" --identity "$ID" node enroll "node-$n" --ttl 10m)
   printf '%s\n' "$tok" | "$work/$n/plinth-agent" join --state-dir "$work/state-$n" --coordinator "$join" --name "node-$n" --token-file - >/dev/null
-  "$work/$n/plinth-agent" run --state-dir "$work/state-$n" --gossip-addr 127.0.0.1:$(port) --log-level warn 2>"$work/agent-$n.log" &
+  "$work/$n/plinth-agent" run --state-dir "$work/state-$n" --gossip-addr "${addr[$n]}:$(port)" --log-level warn 2>"$work/agent-$n.log" &
   pids+=($!)
   eval "pid_$n=$!"
 done
@@ -86,16 +88,16 @@ ticks() { awk '{print $14+$15+$16+$17}' "/proc/$1/stat"; }
 kib() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 hz=$(getconf CLK_TCK)
 t0_new=$(ticks "$pid_new") t0_base=$(ticks "$pid_base")
-child_max=0
-end=$((SECONDS + IDLE))
-while [ $SECONDS -lt $end ]; do
-  for c in $(cat "/proc/$pid_new/task/"*/children 2>/dev/null); do
-    r=$(kib "$c" VmRSS 2>/dev/null || echo 0)
-    [ "${r:-0}" -gt "$child_max" ] && child_max=$r
-  done
-  sleep 0.2
-done
+if [ -n "${PERF:-}" ]; then
+  perf record -q -F 999 -g -o "$work/perf.data" -p "$pid_new" -- sleep "$IDLE" >/dev/null 2>&1 &
+  perfpid=$!
+fi
+sleep "$IDLE"
 t1_new=$(ticks "$pid_new") t1_base=$(ticks "$pid_base")
+if [ -n "${PERF:-}" ]; then
+  wait "$perfpid" 2>/dev/null || true
+  perf report -i "$work/perf.data" --children --sort symbol -g none --percent-limit 2 --stdio 2>/dev/null | grep -v "^#" | grep "%" | cut -c1-110 | head -45 || true
+fi
 
 size() { stat -c %s "$1"; }
 stripped() { strip -o "$work/s" "$1" && stat -c %s "$work/s"; }
@@ -111,7 +113,16 @@ br=$(kib "$pid_base" VmRSS) nr=$(kib "$pid_new" VmRSS)
 row "idle RSS" "$(mib $((br * 1024)))" "$(mib $((nr * 1024)))" "$(ratio "$br" "$nr")"
 bh=$(kib "$pid_base" VmHWM) nh=$(kib "$pid_new" VmHWM)
 row "peak RSS since start" "$(mib $((bh * 1024)))" "$(mib $((nh * 1024)))" "$(ratio "$bh" "$nh")"
-row "drivers process peak RSS (seen)" "-" "$(mib $((child_max * 1024)))" ""
+# What one drivers process costs at least: a drift pass over no steps, measured as a child.
+read -r dmax dcpu < <(python3 - "$work/new/plinth-drivers" "$work/state-new" <<'PY'
+import resource, subprocess, sys
+subprocess.run([sys.argv[1], "--state-dir", sys.argv[2], "--log-level", "warn", "check"], input=b'{"probes":[]}', stdout=subprocess.DEVNULL, check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(r.ru_maxrss, round((r.ru_utime + r.ru_stime) * 1000))
+PY
+)
+row "one drivers process: peak RSS" "-" "$(mib $((dmax * 1024)))" ""
+row "one drivers process: CPU" "-" "${dcpu} ms" ""
 bc=$(awk -v t=$((t1_base - t0_base)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 nc=$(awk -v t=$((t1_new - t0_new)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 row "idle CPU, % of a core (+children)" "$bc %" "$nc %" "$(ratio "$bc" "$nc")"

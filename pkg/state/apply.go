@@ -21,6 +21,19 @@ type applier struct {
 	// or steps changed (markWatch), and whether any secret did.
 	touched map[string]bool
 	secrets bool
+	// stepHosts are the hosts a step of which this command wrote (stepWritten): refresh
+	// and markWatch read them instead of walking every step of the site per command.
+	stepHosts map[string]bool
+}
+
+// stepWritten stamps r with this command's index; every write of a step record goes
+// through it, so stepHosts is complete.
+func (a *applier) stepWritten(r *plan.Record) {
+	r.ModifyIndex = a.idx
+	if a.stepHosts == nil {
+		a.stepHosts = map[string]bool{}
+	}
+	a.stepHosts[r.Host] = true
 }
 
 // EnrolError is the FSM's refusal of an enrolment; Reason is stable for callers.
@@ -206,7 +219,7 @@ func (a *applier) replan() error {
 			a.event(EventNormal, "step/"+id, "InputsChanged", fmt.Sprintf("step %s inputs changed %s -> %s: it will run again", id, old.InputsHash, r.InputsHash))
 		}
 		if ok {
-			r.ModifyIndex = a.idx
+			a.stepWritten(&r)
 			next[id] = r
 		}
 	}
@@ -353,7 +366,7 @@ func (a *applier) reportFacts(b ReportFacts) error {
 	if a.checkFacts(b.Host) {
 		for _, id := range plan.Hold(a.t.Steps, a.held()) {
 			r := a.t.Steps[id]
-			r.ModifyIndex = a.idx
+			a.stepWritten(&r)
 			a.t.Steps[id] = r
 		}
 	}
@@ -379,7 +392,7 @@ func (a *applier) policy() plan.Policy {
 }
 
 func (a *applier) putStep(r plan.Record) {
-	r.ModifyIndex = a.idx
+	a.stepWritten(&r)
 	a.t.Steps[r.ID] = r
 	if a.t.dependents == nil {
 		a.t.dependents = plan.Dependents(a.t.Steps)
@@ -388,7 +401,7 @@ func (a *applier) putStep(r plan.Record) {
 	ids := append([]string{r.ID}, a.t.dependents[r.ID]...)
 	for _, id := range plan.RegateSome(a.t.Steps, ids) {
 		s := a.t.Steps[id]
-		s.ModifyIndex = a.idx
+		a.stepWritten(&s)
 		a.t.Steps[id] = s
 	}
 }
@@ -519,11 +532,9 @@ func (a *applier) markWatch() {
 			a.touched[n] = true
 		}
 	}
-	for _, r := range a.t.Steps {
-		if r.ModifyIndex == a.idx {
-			a.t.watch[r.Host] = a.idx
-			a.touched[r.Host] = true
-		}
+	for n := range a.stepHosts {
+		a.t.watch[n] = a.idx
+		a.touched[n] = true
 	}
 }
 
@@ -538,17 +549,21 @@ func (a *applier) refresh(incremental bool) {
 				touched[n] = true
 			}
 		}
-		for _, r := range a.t.Steps {
-			if r.ModifyIndex == a.idx {
-				touched[r.Host] = true
-			}
+		for n := range a.stepHosts {
+			touched[n] = true
 		}
 	}
 	recompute := func(n string) bool { return touched == nil || touched[n] }
 	byHost := map[string][]plan.Record{}
-	for _, r := range a.t.Steps {
-		if recompute(r.Host) {
+	if touched == nil {
+		for _, r := range a.t.Steps {
 			byHost[r.Host] = append(byHost[r.Host], r)
+		}
+	} else {
+		for n := range touched {
+			for _, id := range a.t.hostSteps[n] {
+				byHost[n] = append(byHost[n], a.t.Steps[id])
+			}
 		}
 	}
 	var ids map[string][]api.CertValidity
