@@ -14,7 +14,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 # The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
 BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
-.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-gossip bench-scale bench-network bench-ovs bench-ceph bench-lab bench-kube clean
+.PHONY: help build deps k8s-bins packages test-packages bundle test test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-agent bench-gossip bench-scale bench-network bench-ovs bench-ceph bench-lab bench-kube clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -83,13 +83,16 @@ demo-charts: ## pack examples/apps/*/charts/ into the archives the applications 
 demo-down: ## remove every host, namespace, mount, cgroup, process and file the demo made
 	@if [ -x $(BIN)/plinth-lab ]; then $(BIN)/plinth-lab down --dir $(LAB_DIR); else $(GO) run ./cmd/lab down --dir $(LAB_DIR); fi
 
-bench: bench-consensus bench-gossip bench-scale bench-network bench-ovs bench-ceph bench-lab bench-kube ## all benchmarks (figures, not assertions)
+bench: bench-consensus bench-agent bench-gossip bench-scale bench-network bench-ovs bench-ceph bench-lab bench-kube ## all benchmarks (figures, not assertions)
 
 bench-consensus: ## failover time and write throughput vs a 3-member etcd
 	./scripts/bench-consensus.sh
 
 bench-scale: ## site of 100/300/1000 hosts (real coordinators and agents without gossip, SIMULATED drivers): apply -> steps done, leader CPU/RSS, lag, Raft sizes, wake-ups; Ansible at 200
 	./scripts/bench-scale.sh -gossip=false $(BENCH_SCALE_ARGS)
+
+bench-agent: ## idle agent: binary sizes, RSS and CPU of this tree's plinth-agent (drivers in plinth-drivers) next to a baseline build (BASE=ref), one coordinator on loopback
+	./scripts/bench-agent.sh
 
 bench-gossip: ## failure detection at size: 50 members, a crashed one declared dead, the lan profile next to memberlist's defaults
 	$(GO) test -run '^$$' -bench DeadDetection50 -benchtime 8x -timeout 30m ./pkg/membership/

@@ -442,27 +442,7 @@ func (s *Store) Index() uint64 {
 // the next change and runs it again, until ctx ends (Consul-style blocking query).
 // The query runs under the read lock and must copy what it keeps.
 func (s *Store) Block(ctx context.Context, minIndex uint64, query func(v View) uint64) {
-	s.blockCalls.Add(1)
-	for woken := false; ; woken = true {
-		s.mu.RLock()
-		ch := s.notify
-		idx := query(View{s.t})
-		s.mu.RUnlock()
-		if woken {
-			s.blockRuns.Add(1)
-		}
-		if minIndex == 0 || idx > minIndex {
-			return
-		}
-		if woken {
-			s.blockIdle.Add(1)
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
+	s.block(ctx, minIndex, query, func() <-chan struct{} { return s.notify })
 }
 
 // BlockHost is Block for a query about one host: it wakes only when a command
@@ -470,16 +450,25 @@ func (s *Store) Block(ctx context.Context, minIndex uint64, query func(v View) u
 // a host deletion, a restore) — not on every command, so a thousand agents
 // waiting on their own steps cost nothing while others report.
 func (s *Store) BlockHost(ctx context.Context, minIndex uint64, host string, query func(v View) uint64) {
-	s.blockCalls.Add(1)
-	for woken := false; ; woken = true {
-		s.mu.RLock()
+	s.block(ctx, minIndex, query, func() <-chan struct{} {
 		s.hostMu.Lock()
+		defer s.hostMu.Unlock()
 		ch, ok := s.hostNotify[host]
 		if !ok {
 			ch = make(chan struct{})
 			s.hostNotify[host] = ch
 		}
-		s.hostMu.Unlock()
+		return ch
+	})
+}
+
+// block is Block and BlockHost's loop; changed, called under the read lock before
+// each query, is the channel closed at the next change the query waits for.
+func (s *Store) block(ctx context.Context, minIndex uint64, query func(v View) uint64, changed func() <-chan struct{}) {
+	s.blockCalls.Add(1)
+	for woken := false; ; woken = true {
+		s.mu.RLock()
+		ch := changed()
 		idx := query(View{s.t})
 		s.mu.RUnlock()
 		if woken {
