@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -243,16 +244,58 @@ func later(a, b time.Time) time.Time {
 func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration) (wire.AgentSteps, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
 	defer cancel()
+	path := client.Blocking(wire.PathAgentSteps, index, wait)
+	prev, have := a.snapshot()
+	if index > 0 && have {
+		// a.snap is the answer at index (stepLoop sets both together): ask for a delta.
+		path += "&" + wire.QueryDelta + "=1"
+	}
 	var out wire.AgentSteps
-	idx, err := a.client().Do(ctx, "GET", client.Blocking(wire.PathAgentSteps, index, wait), nil, &out)
+	idx, err := a.client().Do(ctx, "GET", path, nil, &out)
 	if err != nil {
 		return out, 0, fmt.Errorf("agent: fetch steps: %w", err)
 	}
 	if out.Host != "" && out.Host != a.name {
 		return out, 0, fmt.Errorf("agent: fetch steps: coordinator answered for host %q, not %q", out.Host, a.name)
 	}
+	if out.Since != 0 {
+		if index == 0 {
+			return out, 0, fmt.Errorf("agent: fetch steps: a delta answer (since %d) to a query for all steps", out.Since)
+		}
+		merged, ok := mergeSteps(prev, out, index)
+		if !ok {
+			a.log.Warn("a delta answer did not fit the steps held; fetching them all")
+			return a.fetchSteps(ctx, 0, wait)
+		}
+		out = merged
+	}
 	a.gossipKeysChanged(ctx, out.GossipKeysVersion)
 	return out, idx, nil
+}
+
+// mergeSteps applies a delta answer to prev, the full answer at index: the steps it
+// sends, and prev's copy of each it names unchanged, in the coordinators' order (by
+// ID). False if the delta is not against index or names a step prev lacks.
+func mergeSteps(prev, delta wire.AgentSteps, index uint64) (wire.AgentSteps, bool) {
+	if delta.Since != index {
+		return wire.AgentSteps{}, false
+	}
+	held := make(map[string]wire.AgentStep, len(prev.Steps))
+	for _, st := range prev.Steps {
+		held[st.ID] = st
+	}
+	steps := make([]wire.AgentStep, 0, len(delta.Steps)+len(delta.Unchanged))
+	steps = append(steps, delta.Steps...)
+	for _, id := range delta.Unchanged {
+		st, ok := held[id]
+		if !ok {
+			return wire.AgentSteps{}, false
+		}
+		steps = append(steps, st)
+	}
+	slices.SortFunc(steps, func(a, b wire.AgentStep) int { return strings.Compare(a.ID, b.ID) })
+	delta.Steps, delta.Since, delta.Unchanged = steps, 0, nil
+	return delta, true
 }
 
 func (a *agent) snapshot() (wire.AgentSteps, bool) {

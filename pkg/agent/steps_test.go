@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +145,36 @@ func TestRunEndBetweenQueriesIsNotLost(t *testing.T) {
 	}
 	r.onDone(nil)
 	r.wait()
+}
+
+// A delta answer merges into the answer held at its index: sent steps replace, named
+// ones are kept, others are gone; a delta against another index, or naming a step
+// not held, is refused (the agent then asks for everything).
+func TestMergeSteps(t *testing.T) {
+	prev := wire.AgentSteps{Host: "h", Steps: []wire.AgentStep{
+		{ID: "h/a", State: plan.Succeeded, Inputs: []byte(`{"a":1}`)},
+		{ID: "h/b", State: plan.Ready, Inputs: []byte(`{"b":1}`)},
+		{ID: "h/c", State: plan.Ready},
+	}}
+	delta := wire.AgentSteps{Host: "h", Since: 7, DriftCheckSeconds: 9,
+		Steps:     []wire.AgentStep{{ID: "h/b", State: plan.Running, Inputs: []byte(`{"b":2}`)}, {ID: "h/0", State: plan.Ready}},
+		Unchanged: []string{"h/a"}}
+	got, ok := mergeSteps(prev, delta, 7)
+	if !ok {
+		t.Fatal("refused")
+	}
+	var ids []string
+	for _, st := range got.Steps {
+		ids = append(ids, st.ID+":"+string(st.State)+":"+string(st.Inputs))
+	}
+	if fmt.Sprint(ids) != `[h/0:Ready: h/a:Succeeded:{"a":1} h/b:Running:{"b":2}]` || got.Since != 0 || got.Unchanged != nil || got.DriftCheckSeconds != 9 {
+		t.Fatalf("merged %v %+v", ids, got)
+	}
+	if _, ok := mergeSteps(prev, delta, 6); ok {
+		t.Error("a delta against another index was merged")
+	}
+	delta.Unchanged = []string{"h/zz"}
+	if _, ok := mergeSteps(prev, delta, 7); ok {
+		t.Error("a delta naming a step not held was merged")
+	}
 }

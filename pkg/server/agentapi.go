@@ -35,8 +35,17 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		}
 		return idx
 	}
+	// A delta against the answer the agent holds at its query's index: valid only for
+	// an index this coordinator has applied (records keep their index otherwise).
+	since, _, _ := blocking(r)
+	if r.URL.Query().Get(wire.QueryDelta) != "1" {
+		since = 0
+	}
 	err := s.blockWatch(w, r, host, watch, func(v state.View) (any, uint64) {
-		out := wire.AgentSteps{Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: api.DefaultDriftCheckSeconds}
+		if since > v.Index() {
+			since = 0
+		}
+		out := wire.AgentSteps{Since: since,Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: api.DefaultDriftCheckSeconds}
 		if site, ok := v.Site(); ok {
 			out.DriftCheckSeconds = site.Site.Spec.Policy.Effective().DriftCheckSeconds
 		}
@@ -57,6 +66,14 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
 		for _, st := range steps {
 			idx = max(idx, st.ModifyIndex)
+			// Unchanged: the record is as it was at since, and so are the secrets its
+			// inputs resolve (the answer's index covers the secrets' index).
+			same := since > 0 && st.ModifyIndex <= since
+			refs := bytes.Contains(st.Inputs, []byte(secretref.Prefix))
+			if same && !refs {
+				out.Unchanged = append(out.Unchanged, st.ID)
+				continue
+			}
 			inputs, err := s.resolveCached(v, st.Step, secretsIdx)
 			var ge *plan.GrantError
 			if errors.As(err, &ge) {
@@ -68,6 +85,10 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 				// The step cannot run until its secret exists; the agent sees it as
 				// waiting (watch wakes it when a secret is stored).
 				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
+				continue
+			}
+			if same && secretsIdx <= since {
+				out.Unchanged = append(out.Unchanged, st.ID)
 				continue
 			}
 			out.Steps = append(out.Steps, wire.AgentStepFrom(st, inputs))

@@ -250,6 +250,12 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 			}
 			s.t = t
 			a.t = t
+			// Every step is new to the agents: their answers at an earlier index
+			// must not be taken as current (wire.AgentSteps.Since).
+			for id, r := range a.t.Steps {
+				a.stepWritten(&r)
+				a.t.Steps[id] = r
+			}
 			a.event(EventWarning, "site", "StateRestored", "state replaced from an operator snapshot")
 			return nil
 		})

@@ -22,6 +22,10 @@ type AgentStep struct {
 	Depth int `json:"depth,omitempty"`
 }
 
+// QueryDelta is the query parameter (=1) an agent adds to a blocking query for its
+// steps when it holds the full answer at the query's index.
+const QueryDelta = "delta"
+
 // AgentStepFrom is the one place a stored step becomes what its agent sees; inputs
 // are r.Inputs with secret references resolved for that agent.
 func AgentStepFrom(r plan.Record, inputs json.RawMessage) AgentStep {
@@ -35,6 +39,13 @@ func AgentStepFrom(r plan.Record, inputs json.RawMessage) AgentStep {
 type AgentSteps struct {
 	Host  string      `json:"host"`
 	Steps []AgentStep `json:"steps"`
+	// Since, when not zero, says the answer is a delta against the answer the agent
+	// holds for that index (it asked with QueryDelta): Steps are only the steps that
+	// changed after it, Unchanged names the others, and a step in neither is gone. The
+	// first controller of a large site holds a step per node; without deltas each of
+	// its answers re-sent all of them, inputs and all, at every change of any.
+	Since     uint64   `json:"since,omitempty"`
+	Unchanged []string `json:"unchanged,omitempty"`
 	// DriftCheckSeconds is how often the agent re-observes finished steps.
 	DriftCheckSeconds int `json:"driftCheckSeconds"`
 	// GossipKeysVersion changes whenever the gossip keys do (a rotation phase), so
