@@ -15,6 +15,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
+	"github.com/plinth-dev/plinth/pkg/stepkind"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
@@ -57,7 +58,8 @@ const (
 
 // stepSlots bounds how many steps one agent runs at once. Runnable steps have their
 // dependencies done, so independent ones overlap (a host imports the bundle's images
-// while its etcd member starts); steps of one kind still run one at a time.
+// while its etcd member starts); steps of one kind still run one at a time unless the
+// step kind table says the kind is Concurrent (kube.labels: one per node).
 const stepSlots = 3
 
 // busyWait bounds a blocking query while steps run, so a run that ended without
@@ -148,7 +150,7 @@ func (a *agent) stepLoop(ctx context.Context) error {
 type stepRuns struct {
 	mu     sync.Mutex
 	ids    map[string]bool
-	kinds  map[string]bool
+	kinds  map[string]int
 	ended  map[string]time.Time // when each step's last run here ended
 	until  time.Time            // no new runs before this (the coordinator refused a report)
 	wake   func()               // called when a run ends (cancels the loop's query)
@@ -179,20 +181,28 @@ func (r *stepRuns) takeKick() bool {
 	return k
 }
 
-func newStepRuns() *stepRuns {
-	return &stepRuns{ids: map[string]bool{}, kinds: map[string]bool{}, ended: map[string]time.Time{}}
+// concurrent reports whether steps of kind may run beside each other (the table says).
+func concurrent(kind string) bool {
+	k, ok := stepkind.Lookup(kind)
+	return ok && k.Concurrent
 }
 
-// start claims st for a run, unless it runs already, its kind is busy, every slot is
+func newStepRuns() *stepRuns {
+	return &stepRuns{ids: map[string]bool{}, kinds: map[string]int{}, ended: map[string]time.Time{}}
+}
+
+// start claims st for a run, unless it runs already, its kind is busy (and not
+// Concurrent), every slot is
 // taken, runs are paused, or its last run ended after the answer listing it was
 // asked for (that answer may predate the run's result).
 func (r *stepRuns) start(st wire.AgentStep, asked time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ids[st.ID] || r.kinds[st.Kind] || len(r.ids) >= stepSlots || time.Now().Before(r.until) || r.ended[st.ID].After(asked) {
+	if r.ids[st.ID] || (r.kinds[st.Kind] > 0 && !concurrent(st.Kind)) || len(r.ids) >= stepSlots || time.Now().Before(r.until) || r.ended[st.ID].After(asked) {
 		return false
 	}
-	r.ids[st.ID], r.kinds[st.Kind] = true, true
+	r.ids[st.ID] = true
+	r.kinds[st.Kind]++
 	r.active.Add(1)
 	return true
 }
@@ -201,7 +211,9 @@ func (r *stepRuns) done(st wire.AgentStep) {
 	r.mu.Lock()
 	r.ended[st.ID] = time.Now()
 	delete(r.ids, st.ID)
-	delete(r.kinds, st.Kind)
+	if r.kinds[st.Kind]--; r.kinds[st.Kind] <= 0 {
+		delete(r.kinds, st.Kind)
+	}
 	wake := r.wake
 	if wake == nil {
 		r.kicked = true

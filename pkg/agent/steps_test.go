@@ -115,14 +115,45 @@ func TestStepRunsClaims(t *testing.T) {
 	r.wait()
 }
 
+// Steps of a Concurrent kind (kube.labels, one per node) run side by side, within
+// the slots; the kind stays busy until the last of them ends.
+func TestConcurrentKindRunsSideBySide(t *testing.T) {
+	r := newStepRuns()
+	asked := time.Now()
+	var ls []wire.AgentStep
+	for i := range stepSlots + 1 {
+		ls = append(ls, wire.AgentStep{ID: fmt.Sprintf("c0/kube.labels/n%d", i), Kind: "kube.labels"})
+	}
+	for i, st := range ls[:stepSlots] {
+		if !r.start(st, asked) {
+			t.Fatalf("label run %d refused", i)
+		}
+	}
+	if r.start(ls[stepSlots], asked) {
+		t.Fatal("a concurrent kind took more than the slots")
+	}
+	r.done(ls[0])
+	r.done(ls[1])
+	if r.kinds["kube.labels"] != stepSlots-2 {
+		t.Fatalf("kind count %d after two of %d ended", r.kinds["kube.labels"], stepSlots)
+	}
+	for _, st := range ls[2:stepSlots] {
+		r.done(st)
+	}
+	if _, busy := r.kinds["kube.labels"]; busy {
+		t.Fatal("the kind stays busy after its last run")
+	}
+	r.wait()
+}
+
 // TestRunEndBetweenQueriesIsNotLost: a run that ends while the loop is not
 // waiting on a query leaves a kick, so the loop looks again at the answer it has
 // (a step of the same kind held back) instead of waiting out a long query for a
 // change that already happened; one that ends while a query waits cuts it short.
 func TestRunEndBetweenQueriesIsNotLost(t *testing.T) {
 	r := newStepRuns()
-	a := wire.AgentStep{ID: "h/kube.labels/a", Kind: "kube.labels"}
-	b := wire.AgentStep{ID: "h/kube.labels/b", Kind: "kube.labels"}
+	a := wire.AgentStep{ID: "h/kube.etcd/a", Kind: "kube.etcd"}
+	b := wire.AgentStep{ID: "h/kube.etcd/b", Kind: "kube.etcd"}
 	asked := time.Now()
 	if !r.start(a, asked) || r.start(b, asked) {
 		t.Fatal("want a started and b held back (same kind)")

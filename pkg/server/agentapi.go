@@ -60,21 +60,20 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		}
 		idx = max(idx, out.GossipKeysVersion)
 		refusals = refusals[:0]
-		secretsIdx := v.SecretsIndex()
 		var steps []plan.Record
 		v.EachHostStep(host, func(r plan.Record) { steps = append(steps, r) })
 		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
 		for _, st := range steps {
 			idx = max(idx, st.ModifyIndex)
 			// Unchanged: the record is as it was at since, and so are the secrets its
-			// inputs resolve (the answer's index covers the secrets' index).
+			// inputs resolve.
 			same := since > 0 && st.ModifyIndex <= since
 			refs := bytes.Contains(st.Inputs, []byte(secretref.Prefix))
 			if same && !refs {
 				out.Unchanged = append(out.Unchanged, st.ID)
 				continue
 			}
-			inputs, err := s.resolveCached(v, st.Step, secretsIdx)
+			inputs, used, err := s.resolveCached(v, st.Step)
 			var ge *plan.GrantError
 			if errors.As(err, &ge) {
 				// Never handed out; the agent sees the step as waiting.
@@ -87,7 +86,7 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
 				continue
 			}
-			if same && secretsIdx <= since {
+			if same && used <= since {
 				out.Unchanged = append(out.Unchanged, st.ID)
 				continue
 			}
@@ -111,45 +110,70 @@ type refusal struct {
 
 type resolvedInputs struct {
 	inputsHash, deps string // the grant follows the dependencies
-	secrets          uint64
+	secrets          []secretUse
 	inputs           json.RawMessage
 }
 
-// resolveCached is resolveSecrets, remembered per step while its inputs and the
-// secrets stay the same. Inputs without references are answered as they are; the
-// answer is a copy, as the record's bytes belong to the state.
-func (s *Server) resolveCached(v state.View, st plan.Step, secretsIdx uint64) (json.RawMessage, error) {
+// secretUse is a secret a step's inputs resolved, at the index that stored it.
+type secretUse struct {
+	name  string
+	index uint64
+}
+
+// resolveCached is resolveSecrets, remembered per step while its inputs and every
+// secret they resolved stay the same (other secrets may come and go). Inputs without
+// references are answered as they are; the answer is a copy, as the record's bytes
+// belong to the state. used is the highest index of a secret resolved.
+func (s *Server) resolveCached(v state.View, st plan.Step) (_ json.RawMessage, used uint64, _ error) {
 	if !bytes.Contains(st.Inputs, []byte(secretref.Prefix)) {
-		return bytes.Clone(st.Inputs), nil
+		return bytes.Clone(st.Inputs), 0, nil
 	}
+	deps := strings.Join(st.Deps, ",")
 	if c, ok := s.resolved.Load(st.ID); ok {
-		if r := c.(resolvedInputs); r.inputsHash == st.InputsHash && r.deps == strings.Join(st.Deps, ",") && r.secrets == secretsIdx {
-			return r.inputs, nil
+		if r := c.(resolvedInputs); r.inputsHash == st.InputsHash && r.deps == deps && current(v, r.secrets) {
+			return r.inputs, maxIndex(r.secrets), nil
 		}
 	}
-	out, err := s.resolveSecrets(v, st)
+	out, uses, err := s.resolveSecrets(v, st)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	s.resolved.Store(st.ID, resolvedInputs{inputsHash: st.InputsHash, deps: strings.Join(st.Deps, ","), secrets: secretsIdx, inputs: out})
-	return out, nil
+	s.resolved.Store(st.ID, resolvedInputs{inputsHash: st.InputsHash, deps: deps, secrets: uses, inputs: out})
+	return out, maxIndex(uses), nil
+}
+
+// current reports whether every secret in uses is still stored at its index.
+func current(v state.View, uses []secretUse) bool {
+	for _, u := range uses {
+		if rec, ok := v.Secret(u.name); !ok || rec.Index != u.index {
+			return false
+		}
+	}
+	return true
+}
+
+func maxIndex(uses []secretUse) uint64 {
+	var m uint64
+	for _, u := range uses {
+		m = max(m, u.index)
+	}
+	return m
 }
 
 // resolveSecrets replaces the secret references in a step's inputs with their
-// values, each only if the planner granted it to this step (plan.Grant). Inputs hashes
-// are taken over the references, so secrets never enter the log in the clear.
-func (s *Server) resolveSecrets(v state.View, st plan.Step) (json.RawMessage, error) {
+// values, each only if the planner granted it to this step (plan.Grant), and says
+// which secrets it used. Inputs hashes are taken over the references, so secrets
+// never enter the log in the clear.
+func (s *Server) resolveSecrets(v state.View, st plan.Step) (json.RawMessage, []secretUse, error) {
 	if !bytes.Contains(st.Inputs, []byte(secretref.Prefix)) {
-		return st.Inputs, nil
+		return st.Inputs, nil, nil
 	}
 	var doc any
 	if err := json.Unmarshal(st.Inputs, &doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	lookup := func(id string) (plan.Step, bool) {
-		r, ok := v.Step(id)
-		return r.Step, ok
-	}
+	lookup := func(id string) (plan.Step, bool) { return v.StepDef(id) }
+	var uses []secretUse
 	var walk func(x any) (any, error)
 	walk = func(x any) (any, error) {
 		switch t := x.(type) {
@@ -169,6 +193,7 @@ func (s *Server) resolveSecrets(v state.View, st plan.Step) (json.RawMessage, er
 			if err != nil {
 				return nil, fmt.Errorf("secret %q: %w", name, err)
 			}
+			uses = append(uses, secretUse{name, sec.Index})
 			return string(plain), nil
 		case map[string]any:
 			for k, e := range t {
@@ -191,9 +216,10 @@ func (s *Server) resolveSecrets(v state.View, st plan.Step) (json.RawMessage, er
 	}
 	out, err := walk(doc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.Marshal(out)
+	b, err := json.Marshal(out)
+	return b, uses, err
 }
 
 // refuseSecret logs a step's request for a secret it was not granted and records it
@@ -225,7 +251,7 @@ func (s *Server) agentStep(w http.ResponseWriter, r *http.Request) error {
 	}
 	var inputs json.RawMessage
 	var rerr error
-	s.cfg.Store.Read(func(v state.View) { inputs, rerr = s.resolveSecrets(v, rec.Step) })
+	s.cfg.Store.Read(func(v state.View) { inputs, _, rerr = s.resolveSecrets(v, rec.Step) })
 	var ge *plan.GrantError
 	if errors.As(rerr, &ge) {
 		s.refuseSecret(r.Context(), ge, rec.InputsHash)

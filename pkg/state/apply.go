@@ -568,7 +568,7 @@ func (a *applier) refresh(incremental bool) {
 	}
 	var ids map[string][]api.CertValidity
 	if touched == nil || len(touched) > 0 {
-		ids = a.t.identityCerts()
+		ids = a.t.identityCerts(touched)
 	}
 	var named []plan.NamedConditions
 	names := make([]string, 0, len(a.t.Hosts))

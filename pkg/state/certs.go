@@ -15,11 +15,12 @@ var expiryConditions = []string{api.ConditionCertificateExpiring, api.ConditionK
 // identityCerts returns each host's own certificates: the newest unrevoked agent
 // certificate in the identity table (its lifetime counted from when it was issued,
 // not from the backdated NotBefore) and, for a coordinator of the same name, the
-// coordinator certificate the leader recorded. One pass over the identity table.
-func (t *tables) identityCerts() map[string][]api.CertValidity {
-	out := make(map[string][]api.CertValidity, len(t.Hosts))
+// coordinator certificate the leader recorded; only those hosts if only is not nil.
+// One pass over the identity table.
+func (t *tables) identityCerts(only map[string]bool) map[string][]api.CertValidity {
+	out := make(map[string][]api.CertValidity, max(len(only), 1))
 	for _, id := range t.Identities {
-		if id.Role != "agent" || id.Revoked != "" {
+		if id.Role != "agent" || id.Revoked != "" || (only != nil && !only[id.Name]) {
 			continue
 		}
 		c := api.CertValidity{Name: plan.CertAgent, NotBefore: id.IssuedAt, NotAfter: id.NotAfter}
@@ -31,7 +32,7 @@ func (t *tables) identityCerts() map[string][]api.CertValidity {
 		}
 	}
 	for n, c := range t.Certs.Coordinators {
-		if h, ok := t.Hosts[n]; ok && h.Declared {
+		if h, ok := t.Hosts[n]; ok && h.Declared && (only == nil || only[n]) {
 			out[n] = append(out[n], c)
 		}
 	}
@@ -126,7 +127,7 @@ func (v View) CertificatesDue(now time.Time) bool {
 		c := plan.Find(cs, typ)
 		return c == nil || c.Status != status || c.Reason != reason
 	}
-	ids := t.identityCerts()
+	ids := t.identityCerts(nil)
 	for n, h := range t.Hosts {
 		if !h.Declared {
 			continue

@@ -664,6 +664,30 @@ func (v View) Secret(name string) (SecretRecord, bool) {
 	return *s, true
 }
 
+// HostIndex is the ModifyIndex of host's record: cheap (no copy).
+func (v View) HostIndex(name string) (uint64, bool) {
+	h, ok := v.t.Hosts[name]
+	if !ok {
+		return 0, false
+	}
+	return h.ModifyIndex, true
+}
+
+// StepDef is a step's definition (kind, host, inputs, dependencies) without a deep
+// copy: its slices and inputs belong to the state and must not be changed or kept.
+func (v View) StepDef(id string) (plan.Step, bool) {
+	r, ok := v.t.Steps[id]
+	return r.Step, ok
+}
+
+// DriftCheckSeconds is the site's effective drift-check period (the default without a site).
+func (v View) DriftCheckSeconds() int {
+	if v.t.Site == nil {
+		return api.DefaultDriftCheckSeconds
+	}
+	return v.t.Site.Site.Spec.Policy.Effective().DriftCheckSeconds
+}
+
 // HostWatch is the highest index at which host's record or one of its steps
 // changed or was removed: cheap (no copy), for blocking queries about one host.
 func (v View) HostWatch(host string) uint64 { return v.t.watch[host] }

@@ -47,8 +47,12 @@ type Kind struct {
 	// Needs is what the host must offer for the driver to run ("" when nothing
 	// beyond the agent).
 	Needs string `json:"needs,omitempty"`
+	// Concurrent says steps of this kind on one host may run at the same time: each
+	// changes only its own object through an API that serialises the rest. Others
+	// run one at a time per host (their drivers share host state).
+	Concurrent bool `json:"concurrent,omitempty"`
 	// DriverPackage is the package whose Constructor builds the driver on the agent
-	// (cmd/agent/drivers.go registers it; its test checks the package).
+	// (cmd/drivers/drivers.go registers it; its test checks the package).
 	DriverPackage string `json:"driverPackage"`
 	Constructor   string `json:"constructor"`
 }
@@ -186,6 +190,9 @@ var kinds = []Kind{
 	},
 	{
 		Name: kubespec.KindLabels, Area: "kubernetes", Inputs: typeOf[kubespec.LabelsInputs](), PerObject: "node",
+		// The first controller labels every node: one at a time, a site of a
+		// thousand nodes would wait for a thousand API round trips in a row.
+		Concurrent:    true,
 		Does:          "applies one node's Plinth-owned labels and taints",
 		WaitsFor:      "the node's kube.init or kube.join*",
 		Needs:         "runs on the first controller with kube.init's admin kubeconfig",
