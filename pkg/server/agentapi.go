@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/secretref"
@@ -45,14 +44,8 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		if since > v.Index() {
 			since = 0
 		}
-		out := wire.AgentSteps{Since: since,Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: api.DefaultDriftCheckSeconds}
-		if site, ok := v.Site(); ok {
-			out.DriftCheckSeconds = site.Site.Spec.Policy.Effective().DriftCheckSeconds
-		}
-		var idx uint64
-		if h, ok := v.Host(host); ok {
-			idx = h.ModifyIndex
-		}
+		out := wire.AgentSteps{Since: since, Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: v.DriftCheckSeconds()}
+		idx, _ := v.HostIndex(host)
 		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
 			if rec, ok := v.Secret(name); ok {
 				out.GossipKeysVersion = max(out.GossipKeysVersion, rec.Index)
