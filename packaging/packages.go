@@ -36,7 +36,7 @@ type pkg struct {
 	// Helpers are programs Binary runs (file names in the build directory),
 	// installed in libexecDir.
 	Helpers []string
-	Unit   string // file name in systemd/, installed in unitDir
+	Unit    string // file name in systemd/, installed in unitDir
 	// StateDir is the service's state (identity, keys, data): created 0700 by
 	// postinst, removed by purge. It matches the unit's StateDirectory=.
 	StateDir string
@@ -55,11 +55,11 @@ type pkg struct {
 
 var packages = []pkg{
 	{
-		Name:      "plinth-agent",
-		Binary:    "plinth-agent",
+		Name:   "plinth-agent",
+		Binary: "plinth-agent",
 		// The agent runs its steps in plinth-drivers (pkg/driverexec), so the
 		// daemon does not hold the drivers' code while the host is idle.
-		Helpers: []string{driverexec.Binary},
+		Helpers:   []string{driverexec.Binary},
 		Unit:      "plinth-agent.service",
 		StateDir:  "/var/lib/plinth",
 		StartNote: "`plinth-agent join` writes the identity the unit's ConditionPathExists waits for",
