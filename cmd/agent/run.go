@@ -31,8 +31,9 @@ at half its lifetime.
 Settings come from --config (YAML; keys name, stateDir, coordinators, gossipAddr,
 gossipProfile, factsInterval, logLevel, hostProfile); flags given on the command line
 override it. Steps and drift checks run in the drivers program (--drivers), one
-process per run that exits when done, so the daemon stays small. A host profile (--host-profile) names what a kind of machine forces on the
-software Plinth runs there; real hosts have none.
+process per run that exits when done, so the daemon stays small. A host profile
+(--host-profile) names what a kind of machine forces on the software Plinth runs
+there; real hosts have none.
 Under systemd (Type=notify) it reports READY=1 after the first successful fetch of its
 steps and feeds the watchdog.`,
 		Example: `  plinth-agent run

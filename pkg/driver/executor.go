@@ -35,12 +35,16 @@ type Finding struct {
 	Error   string   `json:"error,omitempty"`
 }
 
+// NoDriver is the error of a step whose kind no driver here runs (one wording for
+// every Executor).
+func NoDriver(kind string) string { return fmt.Sprintf("no driver for kind %s on this agent", kind) }
+
 // Run is the in-process Executor's Run: the kind's driver through Run, with a
 // missing driver or a driver panic turned into a failed result.
 func (r *Registry) Run(ctx context.Context, kind string, inputs json.RawMessage) (res Result) {
 	d, ok := r.Get(kind)
 	if !ok {
-		return Result{Error: fmt.Sprintf("no driver for kind %s on this agent", kind)}
+		return Result{Error: NoDriver(kind)}
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -65,7 +69,7 @@ func (r *Registry) Check(ctx context.Context, probes []Probe) ([]Finding, error)
 func (r *Registry) check(ctx context.Context, p Probe) (f Finding) {
 	d, ok := r.Get(p.Kind)
 	if !ok {
-		return Finding{Error: fmt.Sprintf("no driver for kind %s on this agent", p.Kind)}
+		return Finding{Error: NoDriver(p.Kind)}
 	}
 	defer func() {
 		if v := recover(); v != nil {

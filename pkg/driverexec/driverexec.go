@@ -121,7 +121,7 @@ func (p *Process) Kinds() []string { return slices.Clone(p.hello.Kinds) }
 // retryable failure of the step, with the end of what it wrote to stderr.
 func (p *Process) Run(ctx context.Context, kind string, inputs json.RawMessage) driver.Result {
 	if !slices.Contains(p.hello.Kinds, kind) {
-		return driver.Result{Error: fmt.Sprintf("no driver for kind %s on this agent", kind)}
+		return driver.Result{Error: driver.NoDriver(kind)}
 	}
 	var res driver.Result
 	if err := p.call(ctx, OpRun, RunRequest{Kind: kind, Inputs: inputs}, &res); err != nil {
