@@ -7,6 +7,8 @@
 //   - the mutually authenticated TLS transport between voters: every
 //     connection, accepted or dialed, must present a certificate chained to
 //     the configured CA and pass the optional VerifyPeer check;
+//   - leader-loss detection on a closed connection (leaderloss.go), so a
+//     crashed leader is replaced in one election round;
 //   - leadership observation (LeaderCh/WatchLeadership) and the witness's
 //     hand-off of leadership to a healthy non-witness voter;
 //   - operator-fenced single-node recovery (RecoverSingle).

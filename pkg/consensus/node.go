@@ -30,6 +30,7 @@ type Node struct {
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
+	goneCh   chan raft.ServerID // peers whose connection closed (leaderloss.go)
 
 	ctx       context.Context // canceled by Close; stops the Node's goroutines
 	cancel    context.CancelFunc
@@ -71,7 +72,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := newStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr, cfg.TLS, cfg.VerifyPeer, log)
+	n := &Node{cfg: cfg, log: log, rcfg: rc, goneCh: make(chan raft.ServerID, 1)}
+	layer, err := newStreamLayer(cfg.BindAddr, cfg.AdvertiseAddr, cfg.TLS, cfg.VerifyPeer, n.peerGone, log)
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -97,18 +99,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("consensus: start raft: %w", err)
 	}
 
-	n := &Node{
-		cfg:   cfg,
-		log:   log,
-		rcfg:  rc,
-		raft:  r,
-		trans: trans,
-		layer: layer,
-		store: store,
-		snaps: snaps,
-		obsCh: make(chan raft.Observation, 64),
-		subs:  make(map[chan bool]struct{}),
-	}
+	n.raft, n.trans, n.layer, n.store, n.snaps = r, trans, layer, store, snaps
+	n.obsCh = make(chan raft.Observation, 64)
+	n.subs = make(map[chan bool]struct{})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.health.reset()
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
@@ -121,9 +114,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.eventLoop()
 	go n.witnessLoop()
+	go n.leaderLossLoop()
 	log.Info("consensus: raft started", "addr", string(trans.LocalAddr()), "data_dir", cfg.DataDir, "witness", cfg.Witness)
 	return n, nil
 }

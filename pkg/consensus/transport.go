@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,6 +34,7 @@ type streamLayer struct {
 	addr   net.Addr
 	tls    *tls.Config
 	verify func(*x509.Certificate) error
+	gone   func(peer string) // an accepted connection ended without our Close
 	log    *slog.Logger
 
 	ctx    context.Context // canceled by Close
@@ -50,8 +52,10 @@ type streamLayer struct {
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
 // newStreamLayer listens on bind and starts the accept loop. advertise may be
-// empty (use the listener's address).
-func newStreamLayer(bind, advertise string, cfg *tls.Config, verify func(*x509.Certificate) error, log *slog.Logger) (*streamLayer, error) {
+// empty (use the listener's address). gone (may be nil) learns of every accepted
+// connection that ended without this side closing it, by the peer's raft ID (its
+// certificate's common name); it must not block.
+func newStreamLayer(bind, advertise string, cfg *tls.Config, verify func(*x509.Certificate) error, gone func(peer string), log *slog.Logger) (*streamLayer, error) {
 	ln, err := tls.Listen("tcp", bind, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consensus: listen on %s: %w", bind, err)
@@ -69,6 +73,7 @@ func newStreamLayer(bind, advertise string, cfg *tls.Config, verify func(*x509.C
 		addr:   advertiseAddr(advertise),
 		tls:    cfg,
 		verify: verify,
+		gone:   gone,
 		log:    log,
 		ctx:    ctx,
 		cancel: cancel,
@@ -139,6 +144,10 @@ func (s *streamLayer) handshake(c net.Conn) {
 	tracked := s.track(tc)
 	if tracked == nil {
 		return
+	}
+	if s.gone != nil {
+		tracked.peer = tc.ConnectionState().PeerCertificates[0].Subject.CommonName
+		tracked.gone = s.gone
 	}
 	select {
 	case s.connCh <- tracked:
@@ -249,14 +258,33 @@ func (s *streamLayer) untrack(c *trackedConn) {
 	s.mu.Unlock()
 }
 
-// trackedConn removes itself from its stream layer when closed.
+// trackedConn removes itself from its stream layer when closed. An accepted one
+// also reports its peer as gone when a read fails for another reason than our
+// own Close (the peer closed it, or its kernel did when the process died).
 type trackedConn struct {
 	net.Conn
 	s    *streamLayer
 	once sync.Once
+
+	peer     string
+	gone     func(peer string)
+	closing  atomic.Bool
+	goneOnce sync.Once
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.gone != nil && !c.closing.Load() && !errors.Is(err, net.ErrClosed) {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			c.goneOnce.Do(func() { c.gone(c.peer) })
+		}
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {
+	c.closing.Store(true)
 	err := c.Conn.Close()
 	c.once.Do(func() { c.s.untrack(c) })
 	return err
