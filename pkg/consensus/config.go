@@ -53,6 +53,7 @@ type Config struct {
 const (
 	snapshotsRetained = 3
 	transportMaxPool  = 3
+	logCacheEntries   = 512 // recent log entries kept in memory (raft.LogCache)
 	transportTimeout  = 10 * time.Second
 	boltOpenTimeout   = time.Second
 	dbFile            = "raft.db"

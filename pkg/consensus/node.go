@@ -93,7 +93,14 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("consensus: open: %w", err)
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, store, store, snaps, trans)
+	// The cache serves the entries being replicated from memory: without it every
+	// AppendEntries read them back from bolt and decoded them again.
+	logs, err := raft.NewLogCache(logCacheEntries, store)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("consensus: log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("consensus: start raft: %w", err)

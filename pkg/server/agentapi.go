@@ -348,8 +348,8 @@ func (s *Server) agentFacts(w http.ResponseWriter, r *http.Request) error {
 	host := identity(r).Name
 	var same bool
 	s.cfg.Store.Read(func(v state.View) {
-		h, ok := v.Host(host)
-		same = ok && h.FactsHash == rep.Hash
+		hash, ok := v.FactsHash(host)
+		same = ok && hash == rep.Hash
 	})
 	if !same {
 		if err := s.propose(r.Context(), state.CmdReportFacts, state.ReportFacts{Host: host, Facts: rep.Facts, Hash: rep.Hash}); err != nil {

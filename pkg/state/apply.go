@@ -47,8 +47,12 @@ func (e *EnrolError) Error() string { return e.Msg }
 func (a *applier) event(typ, object, reason, msg string) {
 	a.t.NextEventID++
 	a.t.Events = append(a.t.Events, Event{ID: a.t.NextEventID, Time: a.now, Type: typ, Object: object, Reason: reason, Message: msg})
-	if over := len(a.t.Events) - MaxEvents; over > 0 {
-		a.t.Events = append([]Event(nil), a.t.Events[over:]...)
+	// Trimmed in place, and only eventSlack events past the bound: a trim per
+	// event copied the whole ring into a new slice on every command.
+	if over := len(a.t.Events) - MaxEvents; over > eventSlack {
+		n := copy(a.t.Events, a.t.Events[over:])
+		clear(a.t.Events[n:])
+		a.t.Events = a.t.Events[:n]
 	}
 }
 

@@ -611,10 +611,12 @@ func (v View) Step(id string) (plan.Record, bool) {
 	return clone(r), ok
 }
 
-// Events returns events with ID > after, oldest first.
+// Events returns events with ID > after, oldest first, of the newest MaxEvents.
 func (v View) Events(after uint64) []Event {
 	out := []Event{}
-	for _, e := range v.t.Events {
+	evs := v.t.Events
+	evs = evs[max(0, len(evs)-MaxEvents):]
+	for _, e := range evs {
 		if e.ID > after {
 			out = append(out, e)
 		}
@@ -671,6 +673,15 @@ func (v View) HostIndex(name string) (uint64, bool) {
 		return 0, false
 	}
 	return h.ModifyIndex, true
+}
+
+// FactsHash is the hash of host's last reported facts: cheap (no copy).
+func (v View) FactsHash(name string) (string, bool) {
+	h, ok := v.t.Hosts[name]
+	if !ok {
+		return "", false
+	}
+	return h.FactsHash, true
 }
 
 // StepDef is a step's definition (kind, host, inputs, dependencies) without a deep

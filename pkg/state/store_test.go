@@ -268,12 +268,23 @@ func TestDeterminismAndSnapshotRoundTrip(t *testing.T) {
 
 func TestEventsAreBounded(t *testing.T) {
 	l := newLog(t)
-	for i := range MaxEvents + 50 {
-		l.must(CmdRecordEvent, RecordEvent{Event: Event{Type: EventNormal, Object: "x", Reason: "R", Message: string(rune('a' + i%26))}})
-	}
-	evs := l.view().Events(0)
-	if len(evs) != MaxEvents || evs[0].ID != 51 {
-		t.Fatalf("%d events, first id %d", len(evs), evs[0].ID)
+	// Past the bound, past a trim (MaxEvents+eventSlack) and between trims.
+	for _, total := range []int{MaxEvents + 50, MaxEvents + eventSlack + 1, 3*MaxEvents + 7} {
+		for int(l.view().t.NextEventID) < total {
+			l.must(CmdRecordEvent, RecordEvent{Event: Event{Type: EventNormal, Object: "x", Reason: "R", Message: "m"}})
+		}
+		evs := l.view().Events(0)
+		if len(evs) != MaxEvents || evs[0].ID != uint64(total-MaxEvents+1) || evs[len(evs)-1].ID != uint64(total) {
+			t.Fatalf("after %d: %d events, ids %d..%d", total, len(evs), evs[0].ID, evs[len(evs)-1].ID)
+		}
+		if n := len(l.s.t.Events); n > MaxEvents+eventSlack {
+			t.Fatalf("after %d: table holds %d events", total, n)
+		}
+		var after []Event
+		snapshotRoundTrip(t, l.s).Read(func(v View) { after = v.Events(0) })
+		if len(after) != MaxEvents || after[0].ID != evs[0].ID {
+			t.Fatalf("after %d: restored %d events from %d", total, len(after), after[0].ID)
+		}
 	}
 }
 

@@ -7,8 +7,12 @@ import (
 	"github.com/plinth-dev/plinth/pkg/api"
 )
 
-// MaxEvents bounds the event ring.
+// MaxEvents bounds the event ring: readers see the newest MaxEvents.
 const MaxEvents = 1000
+
+// eventSlack is how many events past MaxEvents the table holds before it is
+// trimmed back to MaxEvents (amortising the trim).
+const eventSlack = MaxEvents / 4
 
 // SiteRecord is the declared site with its status.
 type SiteRecord struct {
