@@ -557,7 +557,6 @@ func (a *applier) refresh(incremental bool) {
 			touched[n] = true
 		}
 	}
-	recompute := func(n string) bool { return touched == nil || touched[n] }
 	byHost := map[string][]plan.Record{}
 	if touched == nil {
 		for _, r := range a.t.Steps {
@@ -574,22 +573,28 @@ func (a *applier) refresh(incremental bool) {
 	if touched == nil || len(touched) > 0 {
 		ids = a.t.identityCerts(touched)
 	}
-	var named []plan.NamedConditions
-	names := make([]string, 0, len(a.t.Hosts))
-	for n := range a.t.Hosts {
-		names = append(names, n)
+	// Recomputed hosts in name order (the order of their events).
+	var names []string
+	if touched == nil {
+		names = make([]string, 0, len(a.t.Hosts))
+		for n := range a.t.Hosts {
+			names = append(names, n)
+		}
+	} else {
+		for n := range touched {
+			if _, ok := a.t.Hosts[n]; ok {
+				names = append(names, n)
+			}
+		}
 	}
 	sort.Strings(names)
+	changed := false
 	for _, n := range names {
 		h := a.t.Hosts[n]
 		if !h.Declared {
 			continue
 		}
 		prev := h.Host.Status.Conditions
-		if !recompute(n) {
-			named = append(named, plan.NamedConditions{Name: n, Conditions: prev})
-			continue
-		}
 		cs := plan.HostConditions(plan.HostView{
 			Name: n, Generation: h.Host.Metadata.Generation, Enrolled: h.Enrolled,
 			Reachable: h.Reachable, ReachableReason: h.ReachableReason, ReachableMsg: h.ReachableMsg,
@@ -601,11 +606,20 @@ func (a *applier) refresh(incremental bool) {
 			h.Host.Status.Conditions = cs
 			h.Host.Status.ObservedGeneration = h.Host.Metadata.Generation
 			h.ModifyIndex = a.idx
+			changed = true
 		}
-		named = append(named, plan.NamedConditions{Name: n, Conditions: cs})
 	}
-	if a.t.Site == nil {
+	// The site's roll-up reads the hosts' conditions, the site's own inputs (which no
+	// incremental command changes) and the clock (certificate expiry, which a full
+	// refresh catches up on): with no host's conditions changed it has nothing new.
+	if a.t.Site == nil || (touched != nil && !changed) {
 		return
+	}
+	named := make([]plan.NamedConditions, 0, len(a.t.Hosts))
+	for n, h := range a.t.Hosts {
+		if h.Declared {
+			named = append(named, plan.NamedConditions{Name: n, Conditions: h.Host.Status.Conditions})
+		}
 	}
 	prev := a.t.Site.Site.Status.Conditions
 	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, a.t.Site.Site.Spec, named, a.t.siteCerts(), prev, a.now)
