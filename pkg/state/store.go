@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -88,7 +89,7 @@ func newTables() *tables {
 	}
 }
 
-// Store is the FSM. It implements raft.FSM.
+// Store is the FSM. It implements raft.FSM and raft.BatchingFSM.
 type Store struct {
 	log    *slog.Logger
 	mu     sync.RWMutex
@@ -130,38 +131,93 @@ func New(log *slog.Logger) *Store {
 
 // Apply implements raft.FSM.
 func (s *Store) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	return s.ApplyCommand(l.Index, l.Data)
+	return s.ApplyBatch([]*raft.Log{l})[0]
 }
+
+// ApplyBatch implements raft.BatchingFSM: the commands raft committed together are
+// decoded outside the lock, applied under one lock, and wake the blocking queries
+// once — under load a batch holds dozens of commands.
+func (s *Store) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	cmds := make([]Command, len(logs))
+	ok := make([]bool, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		c, err := decodeCommand(l.Index, l.Data)
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		cmds[i], ok[i] = c, true
+	}
+	type applied struct {
+		typ string
+		d   time.Duration
+		err error
+	}
+	var done []applied
+	wake, all := map[string]bool{}, false
+	s.mu.Lock()
+	for i, l := range logs {
+		if !ok[i] {
+			continue
+		}
+		start := time.Now() // metrics only; never reaches the state
+		resp, woke := s.dispatch(l.Index, cmds[i])
+		if l.Index > s.t.Index {
+			s.t.Index = l.Index
+		}
+		out[i] = resp
+		if woke == nil {
+			all = true
+		}
+		for h := range woke {
+			wake[h] = true
+		}
+		if s.OnApply != nil {
+			err, _ := resp.(error)
+			done = append(done, applied{cmds[i].Type, time.Since(start), err})
+		}
+	}
+	if !slices.Contains(ok, true) {
+		s.mu.Unlock()
+		return out
+	}
+	ch := s.notify
+	s.notify = make(chan struct{})
+	if all {
+		wake = nil
+	}
+	s.wakeHosts(wake)
+	s.mu.Unlock()
+	close(ch)
+	for _, d := range done {
+		s.OnApply(d.typ, d.d, d.err)
+	}
+	return out
+}
+
+var _ raft.BatchingFSM = (*Store)(nil)
 
 // ApplyCommand applies one encoded command at the given log index. It returns nil,
 // a response value, or an error explaining why the command changed nothing.
 func (s *Store) ApplyCommand(index uint64, data []byte) any {
+	return s.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}})[0]
+}
+
+// decodeCommand decodes one log entry's command and checks that this build
+// understands its version.
+func decodeCommand(index uint64, data []byte) (Command, error) {
 	var c Command
 	if err := json.Unmarshal(data, &c); err != nil {
-		return fmt.Errorf("state: undecodable command at index %d: %w", index, err)
+		return c, fmt.Errorf("state: undecodable command at index %d: %w", index, err)
 	}
 	if c.Version > CommandVersion {
-		return fmt.Errorf("state: command %s at index %d has version %d; this coordinator understands up to %d: upgrade it", c.Type, index, c.Version, CommandVersion)
+		return c, fmt.Errorf("state: command %s at index %d has version %d; this coordinator understands up to %d: upgrade it", c.Type, index, c.Version, CommandVersion)
 	}
-	start := time.Now() // metrics only; never reaches the state
-	s.mu.Lock()
-	resp, woke := s.dispatch(index, c)
-	if index > s.t.Index {
-		s.t.Index = index
-	}
-	ch := s.notify
-	s.notify = make(chan struct{})
-	s.wakeHosts(woke)
-	s.mu.Unlock()
-	close(ch)
-	if s.OnApply != nil {
-		err, _ := resp.(error)
-		s.OnApply(c.Type, time.Since(start), err)
-	}
-	return resp
+	return c, nil
 }
 
 // dispatch applies c and says whose blocking queries to wake: the hosts it

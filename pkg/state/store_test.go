@@ -2,8 +2,10 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -400,5 +402,86 @@ func TestIncrementalRefreshMatchesFull(t *testing.T) {
 	check("a token")
 	if ready := plan.Find(l.view().t.Site.Site.Status.Conditions, api.ConditionReady); ready == nil || ready.Status != api.ConditionFalse {
 		t.Fatalf("site Ready: %+v", ready)
+	}
+}
+
+// Raft hands the FSM the entries it committed together: applied as batches (with
+// entries that are not commands, and commands that fail, among them) they leave
+// exactly the state, answers and wake-ups that applying them one by one does.
+func TestApplyBatchMatchesOneByOne(t *testing.T) {
+	l := newLog(t)
+	hosts := []string{"c0", "w1", "w2"}
+	l.must(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: manifest(hosts...)})
+	for _, n := range hosts {
+		enrolled(l, n)
+	}
+	for i, n := range hosts {
+		id := n + "/host.network"
+		st, _ := l.view().Step(id)
+		l.must(CmdStepStart, StepStart{ID: id, Host: n, InputsHash: st.InputsHash})
+		res := driver.Result{Changes: []string{"mtu"}}
+		if i == 1 {
+			res = driver.Result{Error: "boom", Retryable: true}
+		}
+		l.must(CmdStepResult, StepResult{ID: id, Host: n, InputsHash: st.InputsHash, Result: res})
+	}
+	_ = l.apply(CmdStepStart, StepStart{ID: "nope/host.network", Host: "nope"}) // refused
+	var logs []*raft.Log
+	for i, c := range l.cmds {
+		logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Type: raft.LogCommand, Data: c})
+		if i%4 == 0 {
+			logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Type: raft.LogConfiguration})
+		}
+	}
+	logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Type: raft.LogCommand, Data: []byte("not json")})
+
+	one, batched := New(nil), New(nil)
+	var want []any
+	for _, e := range logs {
+		want = append(want, one.Apply(e))
+	}
+	var got []any
+	for i := 0; i < len(logs); i += 5 {
+		got = append(got, batched.ApplyBatch(logs[i:min(i+5, len(logs))])...)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d answers, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+			t.Fatalf("entry %d: answer %v, want %v", i+1, got[i], want[i])
+		}
+	}
+	a, err := one.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := batched.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("batched state differs:\n%s\nwant\n%s", b, a)
+	}
+
+	// A host's blocking query wakes for a batch that changes it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	woke := make(chan struct{})
+	at := batched.Index()
+	go func() {
+		batched.BlockHost(ctx, at, "w1", func(v View) uint64 { return v.HostWatch("w1") })
+		close(woke)
+	}()
+	data, err := Encode(CmdReportFacts, l.clock, ReportFacts{Host: "w1", Facts: []byte(`{}`), Hash: "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop, _ := Encode(CmdNoop, l.clock, struct{}{})
+	batched.ApplyBatch([]*raft.Log{{Index: at + 1, Type: raft.LogCommand, Data: noop}, {Index: at + 2, Type: raft.LogCommand, Data: data}})
+	select {
+	case <-woke:
+	case <-ctx.Done():
+		t.Fatal("w1's blocking query did not wake")
 	}
 }
