@@ -153,21 +153,24 @@ func FaultTolerance(spec api.SiteSpec) (status, reason, msg string) {
 // certificate conditions and judges coordinators that are not hosts. Neither affects
 // Ready: they warn ahead, while everything still works.
 func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedConditions, certs SiteCerts, prev []api.Condition, now time.Time) []api.Condition {
-	hs := append([]NamedConditions(nil), hosts...)
-	sort.Slice(hs, func(i, j int) bool { return hs[i].Name < hs[j].Name })
+	return SiteConditionsOf(gen, invalid, spec, RollupOf(hosts), certs, prev, now)
+}
+
+// SiteConditionsOf is SiteConditions over a roll-up of the hosts kept up to date.
+func SiteConditionsOf(gen int64, invalid string, spec api.SiteSpec, hosts *Rollup, certs SiteCerts, prev []api.Condition, now time.Time) []api.Condition {
 	c := conds{gen: gen, now: now, prev: prev}
 	ft, ftReason, ftMsg := FaultTolerance(spec)
 	c.set(api.ConditionFaultTolerant, ft, ftReason, ftMsg)
 
 	if invalid != "" {
 		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "ValidationFailed", invalid)
-	} else if n, first := countTrue(hs, api.ConditionInvalidSpec); n > 0 {
+	} else if n, first := hosts.count(api.ConditionInvalidSpec); n > 0 {
 		c.set(api.ConditionInvalidSpec, api.ConditionTrue, "HostsAffected", fmt.Sprintf("%d host(s) do not fit their facts; first: %s", n, first))
 	} else {
 		c.set(api.ConditionInvalidSpec, api.ConditionFalse, "Valid", "")
 	}
 	for _, t := range []string{api.ConditionBlocked, api.ConditionDegraded, api.ConditionDrifted, api.ConditionReconciling} {
-		if n, first := countTrue(hs, t); n > 0 {
+		if n, first := hosts.count(t); n > 0 {
 			c.set(t, api.ConditionTrue, "HostsAffected", fmt.Sprintf("%d host(s); first: %s", n, first))
 		} else {
 			c.set(t, api.ConditionFalse, "NoHostsAffected", "")
@@ -176,8 +179,8 @@ func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedC
 	if !certs.CA.NotAfter.IsZero() {
 		st, reason, msg := CAExpiry(certs.CA, now)
 		c.set(api.ConditionCAExpiring, st, reason, msg)
-		n, first := countTrue(hs, api.ConditionCertificateExpiring)
-		k, kfirst := countTrue(hs, api.ConditionKubeCertificatesExpiring)
+		n, first := hosts.count(api.ConditionCertificateExpiring)
+		k, kfirst := hosts.count(api.ConditionKubeCertificatesExpiring)
 		if n == 0 {
 			first = kfirst
 		}
@@ -196,45 +199,20 @@ func SiteConditions(gen int64, invalid string, spec api.SiteSpec, hosts []NamedC
 			c.set(api.ConditionCertificateExpiring, api.ConditionFalse, "NoCertificatesAffected", "")
 		}
 	}
-	notReady, first, reason := 0, "", ""
-	for _, h := range hs {
-		hc := Find(h.Conditions, api.ConditionReady)
-		if hc == nil || hc.Status != api.ConditionTrue {
-			if notReady == 0 {
-				if hc != nil {
-					first, reason = hc.Message, hc.Reason
-				} else {
-					first, reason = "host "+h.Name+": no status yet", "Unknown"
-				}
-			}
-			notReady++
-		}
-	}
+	notReady, first, reason := hosts.notReadyCount()
 	switch {
 	case invalid != "":
 		c.set(api.ConditionReady, api.ConditionFalse, "InvalidSpec", invalid)
-	case len(hs) == 0:
+	case hosts.Hosts() == 0:
 		c.set(api.ConditionReady, api.ConditionFalse, "NoHosts", "the site has no hosts yet")
 	case notReady > 0:
-		c.set(api.ConditionReady, api.ConditionFalse, reason, fmt.Sprintf("%d of %d hosts not ready; %s", notReady, len(hs), first))
+		c.set(api.ConditionReady, api.ConditionFalse, reason, fmt.Sprintf("%d of %d hosts not ready; %s", notReady, hosts.Hosts(), first))
 	default:
-		c.set(api.ConditionReady, api.ConditionTrue, "AllHostsReady", fmt.Sprintf("all %d hosts ready", len(hs)))
+		c.set(api.ConditionReady, api.ConditionTrue, "AllHostsReady", fmt.Sprintf("all %d hosts ready", hosts.Hosts()))
 	}
 	return c.out
 }
 
-// countTrue counts the hosts holding condition t, with the first one's message.
-func countTrue(hs []NamedConditions, t string) (n int, first string) {
-	for _, h := range hs {
-		if hc := Find(h.Conditions, t); hc != nil && hc.Status == api.ConditionTrue {
-			if n == 0 {
-				first = hc.Message
-			}
-			n++
-		}
-	}
-	return n, first
-}
 
 // Find returns the condition of type t, or nil.
 func Find(cs []api.Condition, t string) *api.Condition {

@@ -308,6 +308,7 @@ func (a *applier) enroll(b Enroll) error {
 	}
 	tok.UsedAt = a.now
 	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now}
+	a.t.idsByName = nil
 	if b.Role == "agent" {
 		rec, ok := a.t.Hosts[b.Name]
 		if !ok {
@@ -337,6 +338,7 @@ func (a *applier) renewIdentity(b RenewIdentity) error {
 	}
 	old.Replaced = b.Serial
 	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now, Supersedes: b.OldSerial}
+	a.t.idsByName = nil
 	// Forget identities that expired: they can no longer authenticate anyway.
 	for serial, id := range a.t.Identities {
 		if a.now.After(id.NotAfter) {
@@ -588,10 +590,21 @@ func (a *applier) refresh(incremental bool) {
 		}
 	}
 	sort.Strings(names)
+	// The roll-up follows the hosts' conditions; a full refresh (or the first
+	// after a restore) builds it anew.
+	if touched == nil || a.t.rollup == nil {
+		a.t.rollup = plan.NewRollup()
+		for n, h := range a.t.Hosts {
+			if h.Declared {
+				a.t.rollup.Set(n, h.Host.Status.Conditions)
+			}
+		}
+	}
 	changed := false
 	for _, n := range names {
 		h := a.t.Hosts[n]
 		if !h.Declared {
+			a.t.rollup.Remove(n)
 			continue
 		}
 		prev := h.Host.Status.Conditions
@@ -606,6 +619,7 @@ func (a *applier) refresh(incremental bool) {
 			h.Host.Status.Conditions = cs
 			h.Host.Status.ObservedGeneration = h.Host.Metadata.Generation
 			h.ModifyIndex = a.idx
+			a.t.rollup.Set(n, cs)
 			changed = true
 		}
 	}
@@ -615,14 +629,8 @@ func (a *applier) refresh(incremental bool) {
 	if a.t.Site == nil || (touched != nil && !changed) {
 		return
 	}
-	named := make([]plan.NamedConditions, 0, len(a.t.Hosts))
-	for n, h := range a.t.Hosts {
-		if h.Declared {
-			named = append(named, plan.NamedConditions{Name: n, Conditions: h.Host.Status.Conditions})
-		}
-	}
 	prev := a.t.Site.Site.Status.Conditions
-	cs := plan.SiteConditions(a.t.Site.Site.Metadata.Generation, a.t.Invalid, a.t.Site.Site.Spec, named, a.t.siteCerts(), prev, a.now)
+	cs := plan.SiteConditionsOf(a.t.Site.Site.Metadata.Generation, a.t.Invalid, a.t.Site.Site.Spec, a.t.rollup, a.t.siteCerts(), prev, a.now)
 	if !conditionsEqual(prev, cs) {
 		a.readyTransition("site/"+a.t.Site.Site.Metadata.Name, prev, cs)
 		a.expiryTransitions("site/"+a.t.Site.Site.Metadata.Name, prev, cs)

@@ -19,9 +19,9 @@ var expiryConditions = []string{api.ConditionCertificateExpiring, api.ConditionK
 // One pass over the identity table.
 func (t *tables) identityCerts(only map[string]bool) map[string][]api.CertValidity {
 	out := make(map[string][]api.CertValidity, max(len(only), 1))
-	for _, id := range t.Identities {
-		if id.Role != "agent" || id.Revoked != "" || (only != nil && !only[id.Name]) {
-			continue
+	add := func(id *IdentityRecord) {
+		if id.Role != "agent" || id.Revoked != "" {
+			return
 		}
 		c := api.CertValidity{Name: plan.CertAgent, NotBefore: id.IssuedAt, NotAfter: id.NotAfter}
 		switch have := out[id.Name]; {
@@ -29,6 +29,18 @@ func (t *tables) identityCerts(only map[string]bool) map[string][]api.CertValidi
 			out[id.Name] = []api.CertValidity{c}
 		case id.NotAfter.After(have[0].NotAfter):
 			have[0] = c
+		}
+	}
+	if only == nil {
+		for _, id := range t.Identities {
+			add(id)
+		}
+	} else {
+		byName := t.identitiesByName()
+		for n := range only {
+			for _, id := range byName[n] {
+				add(id)
+			}
 		}
 	}
 	for n, c := range t.Certs.Coordinators {
@@ -158,4 +170,16 @@ func (v View) CertificatesDue(now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// identitiesByName indexes the identities by holder, built when first needed after
+// an identity was added or removed (those writes set it to nil).
+func (t *tables) identitiesByName() map[string][]*IdentityRecord {
+	if t.idsByName == nil {
+		t.idsByName = make(map[string][]*IdentityRecord, len(t.Identities))
+		for _, id := range t.Identities {
+			t.idsByName[id.Name] = append(t.idsByName[id.Name], id)
+		}
+	}
+	return t.idsByName
 }

@@ -73,6 +73,13 @@ type tables struct {
 	// the set of steps is replaced (a replan, a decode), so reads about one host do
 	// not walk every step of the site.
 	hostSteps map[string][]string
+	// rollup is derived too: the declared hosts' conditions as the site's roll-up
+	// counts them, updated by refresh host by host and rebuilt by a full refresh
+	// (nil after a decode: the next refresh builds it).
+	rollup *plan.Rollup
+	// idsByName is derived too: identities by holder (identitiesByName); nil after
+	// any identity is added or removed.
+	idsByName map[string][]*IdentityRecord
 }
 
 func newTables() *tables {
