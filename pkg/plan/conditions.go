@@ -213,7 +213,6 @@ func SiteConditionsOf(gen int64, invalid string, spec api.SiteSpec, hosts *Rollu
 	return c.out
 }
 
-
 // Find returns the condition of type t, or nil.
 func Find(cs []api.Condition, t string) *api.Condition {
 	for i := range cs {
