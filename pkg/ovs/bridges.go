@@ -31,7 +31,8 @@ func (d *BridgesDriver) Kind() string { return ovsspec.KindBridges }
 
 // Diff implements driver.Driver. Changes come in this order: Plinth's ports and
 // bridges that left the manifest, then per bridge: create it (with its ports) or
-// fix it, then its ports. Each change is one transaction.
+// fix it, then its ports. They are applied as one transaction (see batch): one
+// reconfiguration of ovs-vswitchd for the whole step.
 func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	in, err := decodeBridges(raw)
 	if err != nil {
@@ -49,10 +50,11 @@ func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver
 			wantPort[p.Name] = true
 		}
 	}
+	bt := &batch{d: d, s: s}
 	var changes []driver.Change
 	for _, name := range slices.Sorted(maps.Keys(s.bridges)) {
 		if b := s.bridges[name]; !wantBridge[name] && owned(b.ExternalIDs) {
-			changes = append(changes, d.removeBridge(s, b))
+			changes = append(changes, bt.change(d.removeBridge(s, b)))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.portByName)) {
@@ -61,22 +63,98 @@ func (d *BridgesDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver
 		if b == nil || name == b.Name || wantPort[name] || !owned(p.ExternalIDs) || (!wantBridge[b.Name] && owned(b.ExternalIDs)) {
 			continue
 		}
-		changes = append(changes, driver.Change{
-			Summary: fmt.Sprintf("remove port %s from bridge %s", name, b.Name),
-			Apply: func(ctx context.Context) error {
-				t, err := d.db.begin(ctx, s)
-				if err != nil {
-					return err
-				}
-				t.bridgePorts(b.UUID, ovsdb.MutateOperationDelete, p.UUID)
-				return d.db.commit(ctx, t, "remove port "+name, d.opts.settle)
-			},
-		})
+		changes = append(changes, bt.change(staged{
+			summary: fmt.Sprintf("remove port %s from bridge %s", name, b.Name),
+			ops:     func(t *txn) { t.bridgePorts(b.UUID, ovsdb.MutateOperationDelete, p.UUID) },
+		}))
 	}
 	for _, b := range in.Bridges {
-		changes = append(changes, d.bridgeChanges(s, b)...)
+		for _, c := range d.bridgeChanges(s, b) {
+			changes = append(changes, bt.change(c))
+		}
 	}
 	return changes, nil
+}
+
+// staged is one change of a step: its operations and what to check once
+// ovs-vswitchd has applied them.
+type staged struct {
+	summary string
+	ops     func(t *txn)
+	// settle, if set, is checked after the commit (see BridgesDriver.settle) with
+	// ports, the ports the change created or updated.
+	settle *ovsspec.Bridge
+	ports  []ovsspec.Port
+}
+
+// batch applies the changes of one Diff as one OVSDB transaction: ovs-vswitchd
+// reconfigures once per step instead of once per bridge or port (each
+// reconfiguration of a DPDK datapath costs tens of milliseconds). The first
+// change's Apply commits every change; the last one's checks what they created, so
+// a failed check is reported after the changes that were committed.
+type batch struct {
+	d       *BridgesDriver
+	s       *dbView
+	changes []staged
+
+	committed bool
+	err       error
+}
+
+// change adds c to the batch and returns it as a driver.Change.
+func (bt *batch) change(c staged) driver.Change {
+	i := len(bt.changes)
+	bt.changes = append(bt.changes, c)
+	return driver.Change{Summary: c.summary, Apply: func(ctx context.Context) error { return bt.apply(ctx, i) }}
+}
+
+func (bt *batch) apply(ctx context.Context, i int) error {
+	if bt.err != nil {
+		return bt.err
+	}
+	if !bt.committed {
+		t, err := bt.d.db.begin(ctx, bt.s)
+		if err != nil {
+			return err
+		}
+		for _, c := range bt.changes {
+			c.ops(t)
+		}
+		what := bt.changes[0].summary
+		if n := len(bt.changes); n > 1 {
+			what = fmt.Sprintf("%d changes (%s, ...)", n, what)
+		}
+		if err := bt.d.db.commit(ctx, t, what, bt.d.opts.settle); err != nil {
+			bt.err = err
+			return err
+		}
+		bt.committed = true
+	}
+	if i < len(bt.changes)-1 {
+		return nil
+	}
+	// Each bridge checked once, with every port the batch created or updated on it.
+	var order []string
+	checks := map[string]*staged{}
+	for _, c := range bt.changes {
+		if c.settle == nil {
+			continue
+		}
+		if have := checks[c.settle.Name]; have != nil {
+			have.ports = append(have.ports, c.ports...)
+			continue
+		}
+		order = append(order, c.settle.Name)
+		checks[c.settle.Name] = &staged{settle: c.settle, ports: slices.Clone(c.ports)}
+	}
+	for _, name := range order {
+		c := checks[name]
+		if err := bt.d.settle(ctx, *c.settle, c.ports); err != nil {
+			bt.err = err
+			return err
+		}
+	}
+	return nil
 }
 
 func decodeBridges(raw json.RawMessage) (ovsspec.BridgesInputs, error) {
@@ -112,19 +190,19 @@ func decodeBridges(raw json.RawMessage) (ovsspec.BridgesInputs, error) {
 }
 
 // bridgeChanges creates b or brings an existing bridge and its ports in line.
-func (d *BridgesDriver) bridgeChanges(s *dbView, b ovsspec.Bridge) []driver.Change {
+func (d *BridgesDriver) bridgeChanges(s *dbView, b ovsspec.Bridge) []staged {
 	cur := s.bridges[b.Name]
 	if cur != nil {
 		if li := s.localIface(cur); li == nil || li.Ofport == nil {
 			// vswitchd never created it (system datapath without the kernel module):
 			// start over so that the check after the change explains why.
-			return []driver.Change{d.createBridge(s, b, cur, "re-create bridge "+b.Name+" (ovs-vswitchd has not created it)")}
+			return []staged{d.createBridge(s, b, cur, "re-create bridge "+b.Name+" (ovs-vswitchd has not created it)")}
 		}
 	}
 	if cur == nil {
-		return []driver.Change{d.createBridge(s, b, nil, "add bridge "+describeBridge(b))}
+		return []staged{d.createBridge(s, b, nil, "add bridge "+describeBridge(b))}
 	}
-	var changes []driver.Change
+	var changes []staged
 	var fix []string
 	if cur.DatapathType != b.Datapath {
 		fix = append(fix, fmt.Sprintf("datapath_type %q → %q", cur.DatapathType, b.Datapath))
@@ -133,22 +211,15 @@ func (d *BridgesDriver) bridgeChanges(s *dbView, b ovsspec.Bridge) []driver.Chan
 		fix = append(fix, "adopt (created outside Plinth)")
 	}
 	if len(fix) > 0 {
-		changes = append(changes, driver.Change{
-			Summary: "bridge " + b.Name + ": " + strings.Join(fix, ", "),
-			Apply: func(ctx context.Context) error {
-				t, err := d.db.begin(ctx, s)
-				if err != nil {
-					return err
-				}
+		changes = append(changes, staged{
+			summary: "bridge " + b.Name + ": " + strings.Join(fix, ", "),
+			ops: func(t *txn) {
 				row := &model.Bridge{UUID: cur.UUID, DatapathType: b.Datapath}
 				t.add(t.c.Where(row).Update(row, &row.DatapathType))
 				ids := &model.Bridge{UUID: cur.UUID}
 				t.mutateMap(ids, &ids.ExternalIDs, []string{ownerKey}, map[string]string{ownerKey: ownerValue})
-				if err := d.db.commit(ctx, t, "update bridge "+b.Name, d.opts.settle); err != nil {
-					return err
-				}
-				return d.settle(ctx, b, nil)
 			},
+			settle: &b,
 		})
 	}
 	for _, p := range b.Ports {
@@ -159,14 +230,12 @@ func (d *BridgesDriver) bridgeChanges(s *dbView, b ovsspec.Bridge) []driver.Chan
 	return changes
 }
 
-func (d *BridgesDriver) createBridge(s *dbView, b ovsspec.Bridge, old *model.Bridge, summary string) driver.Change {
-	return driver.Change{
-		Summary: summary,
-		Apply: func(ctx context.Context) error {
-			t, err := d.db.begin(ctx, s)
-			if err != nil {
-				return err
-			}
+func (d *BridgesDriver) createBridge(s *dbView, b ovsspec.Bridge, old *model.Bridge, summary string) staged {
+	return staged{
+		summary: summary,
+		settle:  &b,
+		ports:   b.Ports,
+		ops: func(t *txn) {
 			if old != nil {
 				t.delBridge(old.UUID)
 			}
@@ -178,17 +247,13 @@ func (d *BridgesDriver) createBridge(s *dbView, b ovsspec.Bridge, old *model.Bri
 				}
 			}
 			t.newBridge(b)
-			if err := d.db.commit(ctx, t, "add bridge "+b.Name, d.opts.settle); err != nil {
-				return err
-			}
-			return d.settle(ctx, b, b.Ports)
 		},
 	}
 }
 
 // portChange returns the change that adds, moves, re-creates or updates port p of
 // bridge cur, if it needs one.
-func (d *BridgesDriver) portChange(s *dbView, cur *model.Bridge, p ovsspec.Port) (driver.Change, bool) {
+func (d *BridgesDriver) portChange(s *dbView, cur *model.Bridge, p ovsspec.Port) (staged, bool) {
 	old := s.portByName[p.Name]
 	var oldBridge *model.Bridge
 	if old != nil {
@@ -204,7 +269,7 @@ func (d *BridgesDriver) portChange(s *dbView, cur *model.Bridge, p ovsspec.Port)
 	default:
 		diffs, recreate := portChange(s, old, p)
 		if len(diffs) == 0 {
-			return driver.Change{}, false
+			return staged{}, false
 		}
 		verb := "update"
 		if recreate {
@@ -213,13 +278,9 @@ func (d *BridgesDriver) portChange(s *dbView, cur *model.Bridge, p ovsspec.Port)
 		summary = fmt.Sprintf("%s port %s on bridge %s: %s", verb, p.Name, cur.Name, strings.Join(diffs, ", "))
 		inPlace = !recreate
 	}
-	return driver.Change{
-		Summary: summary,
-		Apply: func(ctx context.Context) error {
-			t, err := d.db.begin(ctx, s)
-			if err != nil {
-				return err
-			}
+	return staged{
+		summary: summary,
+		ops: func(t *txn) {
 			if inPlace {
 				t.updatePort(s, old, p)
 			} else {
@@ -228,18 +289,15 @@ func (d *BridgesDriver) portChange(s *dbView, cur *model.Bridge, p ovsspec.Port)
 				}
 				t.bridgePorts(cur.UUID, ovsdb.MutateOperationInsert, t.newPort(p))
 			}
-			if err := d.db.commit(ctx, t, "port "+p.Name, d.opts.settle); err != nil {
-				return err
-			}
-			b := ovsspec.Bridge{Name: cur.Name, Datapath: cur.DatapathType}
-			return d.settle(ctx, b, []ovsspec.Port{p})
 		},
+		settle: &ovsspec.Bridge{Name: cur.Name, Datapath: cur.DatapathType},
+		ports:  []ovsspec.Port{p},
 	}, true
 }
 
 // removeBridge deletes a bridge Plinth created, unless someone else (Neutron) has
 // added ports to it: then only Plinth's ports go and the bridge is released.
-func (d *BridgesDriver) removeBridge(s *dbView, b *model.Bridge) driver.Change {
+func (d *BridgesDriver) removeBridge(s *dbView, b *model.Bridge) staged {
 	var foreign, mine []string
 	var mineUUIDs []string
 	for _, p := range s.bridgePorts(b) {
@@ -251,35 +309,23 @@ func (d *BridgesDriver) removeBridge(s *dbView, b *model.Bridge) driver.Change {
 		}
 	}
 	if len(foreign) == 0 {
-		return driver.Change{
-			Summary: "remove bridge " + b.Name,
-			Apply: func(ctx context.Context) error {
-				t, err := d.db.begin(ctx, s)
-				if err != nil {
-					return err
-				}
-				t.delBridge(b.UUID)
-				return d.db.commit(ctx, t, "remove bridge "+b.Name, d.opts.settle)
-			},
+		return staged{
+			summary: "remove bridge " + b.Name,
+			ops:     func(t *txn) { t.delBridge(b.UUID) },
 		}
 	}
 	summary := fmt.Sprintf("release bridge %s: keep it for ports Plinth did not create (%s)", b.Name, strings.Join(foreign, ", "))
 	if len(mine) > 0 {
 		summary += "; remove Plinth's ports " + strings.Join(mine, ", ")
 	}
-	return driver.Change{
-		Summary: summary,
-		Apply: func(ctx context.Context) error {
-			t, err := d.db.begin(ctx, s)
-			if err != nil {
-				return err
-			}
+	return staged{
+		summary: summary,
+		ops: func(t *txn) {
 			if len(mineUUIDs) > 0 {
 				t.bridgePorts(b.UUID, ovsdb.MutateOperationDelete, mineUUIDs...)
 			}
 			ids := &model.Bridge{UUID: b.UUID}
 			t.mutateMap(ids, &ids.ExternalIDs, []string{ownerKey}, nil)
-			return d.db.commit(ctx, t, "release bridge "+b.Name, d.opts.settle)
 		},
 	}
 }
