@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,11 +76,22 @@ func TestIntegrationNetdevBridges(t *testing.T) {
 			{Name: "bond0", Interfaces: []ovsspec.Interface{sys("m0"), sys("m1")}, BondMode: "active-backup"},
 		}},
 	}}
+	// Every change of a step goes in one transaction: ovs-vswitchd reconfigures once.
+	nextCfg := func() string { return e.vsctl("get", "Open_vSwitch", ".", "next_cfg") }
+	oneTxn := func(t *testing.T, before string) {
+		t.Helper()
+		b, _ := strconv.Atoi(before)
+		if a, _ := strconv.Atoi(nextCfg()); a != b+1 {
+			t.Errorf("next_cfg %d -> %d: want one transaction", b, a)
+		}
+	}
+	before := nextCfg()
 	res := runOK(t, br, in)
 	t.Logf("applied: %q", res.Changes)
 	if len(res.Changes) != 2 || !strings.HasPrefix(res.Changes[0], "add bridge br-int (netdev) with ports int0 [internal, tag 10], up0") {
 		t.Errorf("changes %q", res.Changes)
 	}
+	oneTxn(t, before)
 	inSync(t, br, in)
 	ports, err := e.goovs().VSwitch.ListPorts("br-int")
 	if err != nil || !slices.Equal(ports, []string{"int0", "up0"}) {
@@ -112,7 +124,9 @@ func TestIntegrationNetdevBridges(t *testing.T) {
 		in2.Bridges[1].Ports[0].Interfaces = []ovsspec.Interface{sys("m0"), sys("m2")}
 		in2.Bridges[1].Ports[0].BondMode = "balance-slb"
 		in2.Bridges[0].Ports[1].Trunks = []int{30}
+		before := nextCfg()
 		res := runOK(t, br, in2)
+		oneTxn(t, before)
 		want := []string{"update port up0 on bridge br-int: trunks [10 20] → [30]",
 			"re-create port bond0 on bridge br-ex: interfaces m0,m1 → m0,m2"}
 		if !slices.Equal(res.Changes, want) {
