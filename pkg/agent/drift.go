@@ -38,8 +38,9 @@ func newDriftMemo() *driftMemo { return &driftMemo{last: map[string]driftReport{
 
 // shouldReport decides whether a check's findings must be posted: always when the
 // agent does not know what the coordinator holds for this step and inputs (after a
-// start-up, a run or a new hash — an empty list then clears stale drift), otherwise
-// only when the findings changed.
+// start-up or a new hash — an empty list then clears stale drift), otherwise only
+// when the findings changed. A run this agent reported as succeeded is known: the
+// coordinator cleared the step's drift (record with no changes).
 func (m *driftMemo) shouldReport(id, hash string, changes []string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -420,6 +420,11 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 		switch {
 		case err == nil:
 			log.Info("result reported", "ok", p.Result.OK())
+			if p.Result.OK() {
+				// The coordinator now holds these inputs applied and no drift: a first
+				// check that finds nothing has nothing to tell it.
+				a.drift.record(p.ID, p.InputsHash, nil)
+			}
 			done()
 			return ranStep
 		case ctx.Err() != nil:

@@ -333,6 +333,17 @@ func (s *Server) agentDrift(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// "Nothing found" about a step the leader holds succeeded with those inputs and
+	// no drift changes nothing: answered without a Raft write (an agent posts one per
+	// step after it starts). A follower's view may lag, so it forwards as before.
+	clean := false
+	if len(rep.Changes) == 0 && s.cfg.Raft.IsLeader() {
+		s.cfg.Store.Read(func(v state.View) { clean = v.DriftClean(rep.ID, identity(r).Name, rep.InputsHash) })
+	}
+	if clean {
+		writeJSON(w, http.StatusOK, struct{}{})
+		return nil
+	}
 	if err := s.propose(r.Context(), state.CmdStepDrift, state.StepDrift{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, Changes: rep.Changes}); err != nil {
 		return err
 	}

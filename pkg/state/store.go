@@ -747,6 +747,13 @@ func (v View) FactsHash(name string) (string, bool) {
 	return h.FactsHash, true
 }
 
+// DriftClean reports whether step id of host has succeeded with inputsHash applied
+// and holds no drift: an empty drift report about it would change nothing.
+func (v View) DriftClean(id, host, inputsHash string) bool {
+	r, ok := v.t.Steps[id]
+	return ok && r.Host == host && r.State == plan.Succeeded && r.AppliedHash == inputsHash && len(r.Drift) == 0
+}
+
 // StepDef is a step's definition (kind, host, inputs, dependencies) without a deep
 // copy: its slices and inputs belong to the state and must not be changed or kept.
 func (v View) StepDef(id string) (plan.Step, bool) {
