@@ -140,15 +140,11 @@ func (n *Node) campaignRank(leader raft.ServerID) (int, bool) {
 }
 
 // checkLeaderNow runs raft's heartbeat check at once with HeartbeatTimeout
-// lowered to LeaderLeaseTimeout, if this node is still a follower of leader and
-// has heard nothing from it since contact. Raft reruns the check when the timeout
+// lowered to LeaderLeaseTimeout. The caller has just seen this node still a
+// follower of leader that heard nothing from it since contact. Raft reruns the check when the timeout
 // is lowered; the timeout is restored once the node has left the follower state
 // or a lease has passed.
 func (n *Node) checkLeaderNow(leader raft.ServerID, contact time.Time) {
-	_, id := n.raft.LeaderWithID()
-	if n.raft.State() != raft.Follower || id != leader || n.raft.LastContact().After(contact) {
-		return
-	}
 	orig := n.raft.ReloadableConfig()
 	orig.HeartbeatTimeout = n.rcfg.HeartbeatTimeout
 	quick := orig

@@ -25,9 +25,7 @@ spec:
   sysctls: {net.ipv4.ip_forward: "1"}
   hugepages: [{size: 2Mi, count: 1}]
 `
-	if _, err := c.admins[0].Do(c.ctx, "POST", wire.PathApply, wire.ApplyRequest{File: "site.yaml", YAML: site}, nil); err != nil {
-		t.Fatalf("apply: %v", err)
-	}
+	c.apply(site)
 	get := func(i int, index uint64, delta bool) (wire.AgentSteps, uint64) {
 		t.Helper()
 		path := client.Blocking(wire.PathAgentSteps, index, 300*time.Millisecond)

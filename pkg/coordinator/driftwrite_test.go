@@ -24,9 +24,7 @@ spec:
   managementAddress: 127.0.0.1
   sysctls: {net.ipv4.ip_forward: "1"}
 `
-	if _, err := c.admins[0].Do(c.ctx, "POST", wire.PathApply, wire.ApplyRequest{File: "site.yaml", YAML: site}, nil); err != nil {
-		t.Fatalf("apply: %v", err)
-	}
+	c.apply(site)
 	leader := -1
 	for i := range c.apis {
 		var st wire.Status

@@ -109,6 +109,14 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
+// apply applies a manifest through the first coordinator.
+func (c *cluster) apply(yaml string) {
+	c.t.Helper()
+	if _, err := c.admins[0].Do(c.ctx, "POST", wire.PathApply, wire.ApplyRequest{File: "site.yaml", YAML: yaml}, nil); err != nil {
+		c.t.Fatalf("apply: %v", err)
+	}
+}
+
 func (c *cluster) clientAt(b pki.Bundle, addr string) *client.Client {
 	c.t.Helper()
 	tc, err := b.ClientTLS("")

@@ -63,7 +63,7 @@ func (r *Rollup) Remove(host string) {
 	r.notReady = setMember(r.notReady, host, false)
 }
 
-// holding counts the hosts holding condition t, with the first one's message.
+// count counts the hosts holding condition t, with the first one's message.
 func (r *Rollup) count(t string) (n int, first string) {
 	names := r.holding[t]
 	if len(names) == 0 {
