@@ -113,7 +113,9 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 		rdone <- err
 	}()
 	// node-1 has no plx-none0: once its facts arrive the coordinator holds the step
-	// (InvalidSpec), whether or not the real driver got to run it first (Blocked).
+	// (InvalidSpec), whether or not the real driver got to run it first (Blocked). A
+	// step already handed out when the hold lands finishes its run, so Running is
+	// passed through, not settled on.
 	var rec plan.Record
 	poll.Until(t, 30*time.Second, "step held by the facts checks", func() error {
 		var d server.HostDetail
@@ -122,6 +124,9 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 		}
 		if len(d.Steps) != 1 || !strings.Contains(d.Steps[0].Held, `no link named "plx-none0"`) {
 			return fmt.Errorf("steps %+v", d.Steps)
+		}
+		if d.Steps[0].State == plan.Running {
+			return fmt.Errorf("held step still running its handed-out run")
 		}
 		rec = d.Steps[0]
 		return nil
