@@ -33,6 +33,7 @@ type phase struct {
 	idle      float64 // of those, runs that found nothing new
 	lag       float64 // worst follower lag, log entries
 	entries   float64 // raft entries applied in the phase
+	conns     float64 // API connections accepted (TLS handshakes), all coordinators
 }
 
 // siteResult is one site size's figures.
@@ -207,6 +208,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			wakeups: m1["plinth_blocking_query_wakeups_total"] - m0["plinth_blocking_query_wakeups_total"],
 			idle:    m1["plinth_blocking_query_idle_wakeups_total"] - m0["plinth_blocking_query_idle_wakeups_total"],
 			entries: m1["leader_index"] - m0["leader_index"],
+			conns:   m1[apiConns] - m0[apiConns],
 		})
 		fmt.Printf("  N=%d %-22s %8s  leader CPU %.1f s  (%d plan lines)\n", n, name, took.Round(10*time.Millisecond), cpu1-cpu0, len(resp.Plan))
 		if o.verbose {
@@ -248,6 +250,8 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 	return res, nil
 }
 
+const apiConns = `plinth_connections_accepted_total{listener="api"}`
+
 // sumMetrics adds the blocking-query counters of every coordinator and keeps the
 // highest applied index (the leader's) as leader_index.
 func sumMetrics(ctx context.Context, cls map[string]*client.Client) map[string]float64 {
@@ -259,6 +263,7 @@ func sumMetrics(ctx context.Context, cls map[string]*client.Client) map[string]f
 		}
 		out["plinth_blocking_query_wakeups_total"] += m["plinth_blocking_query_wakeups_total"]
 		out["plinth_blocking_query_idle_wakeups_total"] += m["plinth_blocking_query_idle_wakeups_total"]
+		out[apiConns] += m[apiConns]
 		out["leader_index"] = max(out["leader_index"], m["plinth_raft_applied_index"])
 	}
 	return out

@@ -39,6 +39,7 @@ func printTable(rs []*siteResult, ansN int, ans time.Duration) {
 		row("  raft entries", func(r *siteResult) float64 { return r.phases[i].entries }, "%.0f")
 		row("  blocking-query wake-ups", func(r *siteResult) float64 { return r.phases[i].wakeups }, "%.0f")
 		row("    of which idle", func(r *siteResult) float64 { return r.phases[i].idle }, "%.0f")
+		row("  API connections accepted", func(r *siteResult) float64 { return r.phases[i].conns }, "%.0f")
 		row("  worst follower lag (entries)", func(r *siteResult) float64 { return r.phases[i].lag }, "%.0f")
 	}
 	row("per host-step, apply (ms)", func(r *siteResult) float64 { return perStep(r) * 1000 }, "%.3f")

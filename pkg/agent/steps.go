@@ -51,7 +51,8 @@ func nextWait(steps []wire.AgentStep, now time.Time, limit time.Duration) time.D
 type outcome int
 
 const (
-	ranStep  outcome = iota // reported (or interrupted by shutdown)
+	ranStep  outcome = iota // ended without a new result recorded (shutdown, already recorded)
+	recorded                // the coordinator recorded the result: that write wakes the loop's query
 	stale                   // the coordinator's view moved on: refetch soon
 	rejected                // the coordinator refused a report: refetch after a pause
 )
@@ -62,28 +63,59 @@ const (
 // step kind table says the kind is Concurrent (kube.labels: one per node).
 const stepSlots = 3
 
-// busyWait bounds a blocking query while steps run, so a run that ended without
-// changing the coordinator's state (refused, stale) does not wait out a full query.
+// busyWait bounds a blocking query while steps run, a second guard (after the
+// query a refused or stale run cuts short) against waiting out a full query for a
+// change that never comes.
 const busyWait = 2 * time.Second
+
+// stepsQuery is the loop's blocking query in flight: it runs on while the loop
+// starts steps, so a run's end never closes its connection mid-request.
+type stepsQuery struct {
+	cancel context.CancelFunc
+	done   chan fetched // one answer, then closed
+}
+
+type fetched struct {
+	steps wire.AgentSteps
+	index uint64
+	err   error
+	woken bool      // cut short by a run's end, not failed
+	asked time.Time // when it was sent: the answer is no older
+}
+
+func (a *agent) startFetch(ctx context.Context, index uint64, wait time.Duration) *stepsQuery {
+	fctx, cancel := context.WithCancel(ctx)
+	q := &stepsQuery{cancel: cancel, done: make(chan fetched, 1)}
+	asked := time.Now()
+	go func() {
+		defer close(q.done)
+		steps, idx, err := a.fetchSteps(fctx, index, wait)
+		q.done <- fetched{steps: steps, index: idx, err: err, woken: fctx.Err() != nil && ctx.Err() == nil, asked: asked}
+	}()
+	return q
+}
 
 // stepLoop delivers results left over from a previous run, then follows this host's
 // steps with blocking queries and runs those that are runnable, up to stepSlots at a
-// time, in the order given. Every run it starts ends before it returns.
+// time, in the order given. Every run and query it starts ends before it returns.
 func (a *agent) stepLoop(ctx context.Context) error {
 	a.replayPending(ctx)
 	var index uint64
 	bo := newBackoff(time.Second, 30*time.Second)
 	runs := newStepRuns()
 	defer runs.wait()
-	recheck := false        // a runnable step was held back: ask again soon
-	var lastAsked time.Time // when the answer in a.snap was asked for
+	var q *stepsQuery
+	defer func() {
+		if q != nil {
+			q.cancel()
+			<-q.done
+		}
+	}()
+	recheck := false // a runnable step was held back: ask again soon
+	var held answer  // which answer a.snap is
 	for ctx.Err() == nil {
 		snap, have := a.snapshot()
-		asked := lastAsked
-		// A run that ended since the last answer may free a slot or its kind for a
-		// step that answer lists as runnable: look again before asking (asking
-		// would wait for a change that may never come).
-		if !runs.takeKick() || !have {
+		if q == nil {
 			wait := stepsWait
 			if have {
 				wait = nextWait(snap.Steps, time.Now(), stepsWait)
@@ -91,34 +123,46 @@ func (a *agent) stepLoop(ctx context.Context) error {
 			if runs.busy() || recheck {
 				wait = min(wait, busyWait)
 			}
-			asked = time.Now()
-			// A run that ends cuts the query short: its result changes what is runnable.
-			fctx, cancel := context.WithCancel(ctx)
-			runs.onDone(cancel)
-			next, idx, err := a.fetchSteps(fctx, index, wait)
-			runs.onDone(nil)
-			woken := fctx.Err() != nil
-			cancel()
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return nil
-			case err != nil && woken && have:
-				asked = lastAsked // look again at the answer we have
-			case err != nil && woken:
+			q = a.startFetch(ctx, index, wait)
+			// A run that ends unrecorded (refused, stale) changed nothing that would
+			// answer the query, so it cuts the query short for a fresh answer.
+			runs.onDone(q.cancel)
+		}
+		// A run that ended frees a slot or its kind for a step the answer held lists
+		// as runnable: look again at once. Its recorded result answers the query
+		// in flight, which runs on.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-runs.kicks():
+			if !have {
 				continue
-			case err != nil:
-				a.log.Warn("fetch steps failed; retrying", "err", err)
+			}
+		case f := <-q.done:
+			runs.onDone(nil)
+			q = nil
+			switch {
+			case f.err != nil && ctx.Err() != nil:
+				return nil
+			case f.err != nil && f.woken && have:
+				// look again at the answer we have
+			case f.err != nil && f.woken:
+				continue
+			case f.err != nil:
+				a.log.Warn("fetch steps failed; retrying", "err", f.err)
 				bo.wait(ctx)
 				continue
 			default:
 				bo.reset()
+				idx := f.index
 				if idx < index { // the coordinators' state went back (restore): start over
 					idx = 0
+					runs.forgetRuns()
 				}
 				index = idx
-				a.setSnapshot(next)
+				a.setSnapshot(f.steps)
 				a.markReady()
-				snap, lastAsked = next, asked
+				snap, held = f.steps, answer{index: f.index, asked: f.asked}
 			}
 		}
 		recheck = false
@@ -127,13 +171,14 @@ func (a *agent) stepLoop(ctx context.Context) error {
 			continue
 		}
 		for _, st := range Runnable(snap.Steps, time.Now()) {
-			if !runs.start(st, asked) {
+			if !runs.start(st, held) {
 				recheck = true
 				continue
 			}
 			go func() {
-				defer runs.done(st)
-				switch a.runStep(ctx, st) {
+				o, at := a.runStep(ctx, st)
+				defer runs.done(st, o, at)
+				switch o {
 				case rejected:
 					runs.pause(30 * time.Second)
 				case stale:
@@ -151,35 +196,22 @@ type stepRuns struct {
 	mu     sync.Mutex
 	ids    map[string]bool
 	kinds  map[string]int
-	ended  map[string]time.Time // when each step's last run here ended
-	until  time.Time            // no new runs before this (the coordinator refused a report)
-	wake   func()               // called when a run ends (cancels the loop's query)
-	kicked bool                 // a run ended while no query was waiting
+	ran    map[string]runMark // the last run of each step here
+	until  time.Time          // no new runs before this (the coordinator refused a report)
+	cut    func()             // called when a run ends unrecorded (cancels the loop's query)
+	kick   chan struct{}      // a run ended since the loop last looked
 	active sync.WaitGroup
 }
 
-// onDone sets what a run's end calls (nil: nothing).
+// onDone sets what a run that ends unrecorded calls (nil: nothing).
 func (r *stepRuns) onDone(f func()) {
 	r.mu.Lock()
-	r.wake = f
-	kicked := f != nil && r.kicked
-	if kicked {
-		r.kicked = false
-	}
-	r.mu.Unlock()
-	if kicked {
-		f()
-	}
+	defer r.mu.Unlock()
+	r.cut = f
 }
 
-// takeKick reports, and forgets, that a run ended while no query was waiting.
-func (r *stepRuns) takeKick() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := r.kicked
-	r.kicked = false
-	return k
-}
+// kicks delivers one value after any number of runs ended since it was last taken.
+func (r *stepRuns) kicks() <-chan struct{} { return r.kick }
 
 // concurrent reports whether steps of kind may run beside each other (the table says).
 func concurrent(kind string) bool {
@@ -188,17 +220,17 @@ func concurrent(kind string) bool {
 }
 
 func newStepRuns() *stepRuns {
-	return &stepRuns{ids: map[string]bool{}, kinds: map[string]int{}, ended: map[string]time.Time{}}
+	return &stepRuns{ids: map[string]bool{}, kinds: map[string]int{}, ran: map[string]runMark{}, kick: make(chan struct{}, 1)}
 }
 
 // start claims st for a run, unless it runs already, its kind is busy (and not
 // Concurrent), every slot is
-// taken, runs are paused, or its last run ended after the answer listing it was
-// asked for (that answer may predate the run's result).
-func (r *stepRuns) start(st wire.AgentStep, asked time.Time) bool {
+// taken, runs are paused, or the answer listing it may predate the end of its last
+// run here (it would list the step Ready or Running, not the run's result).
+func (r *stepRuns) start(st wire.AgentStep, ans answer) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ids[st.ID] || (r.kinds[st.Kind] > 0 && !concurrent(st.Kind)) || len(r.ids) >= stepSlots || time.Now().Before(r.until) || r.ended[st.ID].After(asked) {
+	if r.ids[st.ID] || (r.kinds[st.Kind] > 0 && !concurrent(st.Kind)) || len(r.ids) >= stepSlots || time.Now().Before(r.until) || r.ran[st.ID].after(ans) {
 		return false
 	}
 	r.ids[st.ID] = true
@@ -207,20 +239,62 @@ func (r *stepRuns) start(st wire.AgentStep, asked time.Time) bool {
 	return true
 }
 
-func (r *stepRuns) done(st wire.AgentStep) {
+// forgetRuns drops the run marks: the coordinators' state went back (restore), so
+// their indexes say nothing about the answers to come.
+func (r *stepRuns) forgetRuns() {
 	r.mu.Lock()
-	r.ended[st.ID] = time.Now()
+	defer r.mu.Unlock()
+	clear(r.ran)
+}
+
+// answer says which answer to a steps query a decision is made from.
+type answer struct {
+	index uint64    // the answer's X-Plinth-Index
+	asked time.Time // when its query was sent
+}
+
+// runMark is how a step's last run here ended. An answer at the log index of its
+// recorded result, or later, shows that result; one below may still list the step
+// Ready or Running (a follower that has not applied it yet). A run whose result
+// was not recorded, or a coordinator that does not say the index, leaves the
+// rule by time: the answer must be asked for after the run ended.
+type runMark struct {
+	index uint64
+	ended time.Time
+}
+
+func (m runMark) after(ans answer) bool {
+	if m.index > 0 {
+		return m.index > ans.index
+	}
+	return m.ended.After(ans.asked)
+}
+
+// done releases st's claim after a run that ended with o (its result recorded at
+// log index at, 0 if unknown) and kicks the loop to look again. A run that ended
+// unrecorded also cuts the loop's query short: nothing it changed would answer it.
+func (r *stepRuns) done(st wire.AgentStep, o outcome, at uint64) {
+	r.mu.Lock()
 	delete(r.ids, st.ID)
+	if o == recorded && at > 0 {
+		r.ran[st.ID] = runMark{index: at}
+	} else {
+		r.ran[st.ID] = runMark{ended: time.Now()}
+	}
 	if r.kinds[st.Kind]--; r.kinds[st.Kind] <= 0 {
 		delete(r.kinds, st.Kind)
 	}
-	wake := r.wake
-	if wake == nil {
-		r.kicked = true
+	var cut func()
+	if o != recorded {
+		cut = r.cut
 	}
 	r.mu.Unlock()
-	if wake != nil {
-		wake()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+	if cut != nil {
+		cut()
 	}
 	r.active.Done()
 }
@@ -326,19 +400,20 @@ func (a *agent) setSnapshot(s wire.AgentSteps) {
 }
 
 // runStep tells the coordinator the step starts, runs it and reports the result.
-func (a *agent) runStep(ctx context.Context, st wire.AgentStep) outcome {
+// A recorded result comes with its log index (0: the coordinator did not say).
+func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64) {
 	runID := newRunID()
 	log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash, "run", runID)
 	err := a.postRetry(ctx, wire.PathAgentStart, wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: runID})
 	switch {
 	case ctx.Err() != nil:
-		return ranStep
+		return ranStep, 0
 	case client.StatusOf(err) == http.StatusConflict || client.StatusOf(err) == http.StatusNotFound:
 		log.Info("step changed on the coordinator before it started; refetching", "reason", err)
-		return stale
+		return stale, 0
 	case err != nil:
 		log.Error("coordinator refused the start of a step", "err", err)
-		return rejected
+		return rejected, 0
 	}
 	a.drift.forget(st.ID)
 	log.Info("step started", "attempt", st.Attempts+1)
@@ -347,7 +422,7 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) outcome {
 	if ctx.Err() != nil {
 		// Not the step's failure: it stays Running and runs again after restart.
 		log.Info("step interrupted by shutdown; it will run again")
-		return ranStep
+		return ranStep, 0
 	}
 	took := time.Since(began).Round(time.Millisecond)
 	if res.OK() {
@@ -388,8 +463,8 @@ func (a *agent) execute(ctx context.Context, st wire.AgentStep) driver.Result {
 // forgets it. After an uncertain attempt (network error, no leader) or on replay
 // after a restart, it first asks whether the step still waits for this result —
 // Running with the same inputs — so a result the leader already committed is not
-// counted twice.
-func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify bool) outcome {
+// counted twice. It returns how delivery ended and a recorded result's log index.
+func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify bool) (outcome, uint64) {
 	bo := newBackoff(500*time.Millisecond, 30*time.Second)
 	done := func() {
 		if err := a.pending.Delete(p.ID, p.Seq); err != nil {
@@ -401,11 +476,11 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 			waiting, err := a.awaitsResult(ctx, p)
 			switch {
 			case ctx.Err() != nil:
-				return ranStep
+				return ranStep, 0
 			case client.StatusOf(err) == http.StatusNotFound:
 				log.Info("step no longer exists; dropping its result")
 				done()
-				return stale
+				return stale, 0
 			case err != nil:
 				log.Warn("cannot check step state; retrying", "err", err)
 				bo.wait(ctx)
@@ -413,10 +488,10 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 			case !waiting:
 				log.Info("result already recorded or superseded; not sent again")
 				done()
-				return ranStep
+				return ranStep, 0
 			}
 		}
-		_, err := a.do(ctx, "POST", wire.PathAgentResult, p.Report(), nil)
+		at, err := a.do(ctx, "POST", wire.PathAgentResult, p.Report(), nil)
 		switch {
 		case err == nil:
 			log.Info("result reported", "ok", p.Result.OK())
@@ -426,21 +501,21 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 				a.drift.record(p.ID, p.InputsHash, nil)
 			}
 			done()
-			return ranStep
+			return recorded, at
 		case ctx.Err() != nil:
-			return ranStep // stays pending; replayed at start-up
+			return ranStep, 0 // stays pending; replayed at start-up
 		case client.StatusOf(err) == http.StatusConflict:
 			log.Info("result is stale (inputs or state changed); dropped", "reason", err)
 			done()
-			return stale
+			return stale, 0
 		case !retryable(err):
 			log.Error("coordinator refused the result; dropped", "err", err)
 			done()
-			return rejected
+			return rejected, 0
 		}
 		log.Warn("result not delivered; retrying", "err", err)
 		if !bo.wait(ctx) {
-			return ranStep
+			return ranStep, 0
 		}
 		verify = true
 	}

@@ -81,7 +81,7 @@ func TestBackoff(t *testing.T) {
 
 func TestStepRunsClaims(t *testing.T) {
 	r := newStepRuns()
-	asked := time.Now()
+	asked := answer{index: 5, asked: time.Now()}
 	a := wire.AgentStep{ID: "h/kube.etcd", Kind: "kube.etcd"}
 	if !r.start(a, asked) || r.start(a, asked) {
 		t.Fatal("a step must be claimed once")
@@ -97,20 +97,43 @@ func TestStepRunsClaims(t *testing.T) {
 	if r.start(wire.AgentStep{ID: "h/kube.vip", Kind: "kube.vip"}, asked) {
 		t.Fatalf("more than %d runs at once", stepSlots)
 	}
-	r.done(a)
-	if r.start(a, asked) {
-		t.Fatal("a step whose run ended after the answer was asked for must wait for the next answer")
+	// The coordinator recorded a's result at index 10: an answer below that may
+	// still list it Ready or Running (a follower behind); one at 10 or later shows
+	// the result, so one listing it runnable again (a Failed step due for retry)
+	// may run it.
+	r.done(a, recorded, 10)
+	if r.start(a, answer{index: 9, asked: time.Now()}) {
+		t.Fatal("an answer below the result's index must not run it again")
 	}
-	if !r.start(a, time.Now().Add(time.Millisecond)) {
-		t.Fatal("a newer answer may run it again")
+	if !r.start(a, answer{index: 10, asked: asked.asked}) {
+		t.Fatal("an answer at the result's index may run it again")
 	}
-	r.done(a)
+	// A run whose result was not recorded (or whose index the coordinator did not
+	// say): the answer must be asked for after the run ended.
+	ended := time.Now()
+	time.Sleep(time.Millisecond)
+	r.done(a, stale, 0)
+	if r.start(a, answer{index: 99, asked: ended}) {
+		t.Fatal("an answer asked before the run ended must not run it again")
+	}
+	if !r.start(a, answer{asked: time.Now()}) {
+		t.Fatal("an answer asked after the run ended may run it again")
+	}
+	r.done(a, recorded, 0)
+	if r.start(a, answer{index: 99, asked: ended}) {
+		t.Fatal("a recorded result without an index: an answer asked before the run ended must not run it again")
+	}
+	r.forgetRuns()
+	if !r.start(a, answer{index: 1, asked: ended}) {
+		t.Fatal("after a restore the marks are forgotten")
+	}
+	r.done(a, recorded, 0)
 	r.pause(time.Hour)
-	if r.start(wire.AgentStep{ID: "h/kube.vip", Kind: "kube.vip"}, time.Now()) || r.paused() <= 0 {
+	if r.start(wire.AgentStep{ID: "h/kube.vip", Kind: "kube.vip"}, answer{index: 100, asked: time.Now()}) || r.paused() <= 0 {
 		t.Fatal("paused runs must not start")
 	}
 	for _, kind := range []string{"images.import", "kube.binaries"} {
-		r.done(wire.AgentStep{ID: "h/" + kind, Kind: kind})
+		r.done(wire.AgentStep{ID: "h/" + kind, Kind: kind}, recorded, 1)
 	}
 	r.wait()
 }
@@ -119,7 +142,7 @@ func TestStepRunsClaims(t *testing.T) {
 // the slots; the kind stays busy until the last of them ends.
 func TestConcurrentKindRunsSideBySide(t *testing.T) {
 	r := newStepRuns()
-	asked := time.Now()
+	asked := answer{index: 5, asked: time.Now()}
 	var ls []wire.AgentStep
 	for i := range stepSlots + 1 {
 		ls = append(ls, wire.AgentStep{ID: fmt.Sprintf("c0/kube.labels/n%d", i), Kind: "kube.labels"})
@@ -132,13 +155,13 @@ func TestConcurrentKindRunsSideBySide(t *testing.T) {
 	if r.start(ls[stepSlots], asked) {
 		t.Fatal("a concurrent kind took more than the slots")
 	}
-	r.done(ls[0])
-	r.done(ls[1])
+	r.done(ls[0], recorded, 1)
+	r.done(ls[1], recorded, 1)
 	if r.kinds["kube.labels"] != stepSlots-2 {
 		t.Fatalf("kind count %d after two of %d ended", r.kinds["kube.labels"], stepSlots)
 	}
 	for _, st := range ls[2:stepSlots] {
-		r.done(st)
+		r.done(st, recorded, 1)
 	}
 	if _, busy := r.kinds["kube.labels"]; busy {
 		t.Fatal("the kind stays busy after its last run")
@@ -146,36 +169,48 @@ func TestConcurrentKindRunsSideBySide(t *testing.T) {
 	r.wait()
 }
 
-// TestRunEndBetweenQueriesIsNotLost: a run that ends while the loop is not
-// waiting on a query leaves a kick, so the loop looks again at the answer it has
-// (a step of the same kind held back) instead of waiting out a long query for a
-// change that already happened; one that ends while a query waits cuts it short.
-func TestRunEndBetweenQueriesIsNotLost(t *testing.T) {
+// TestRunEndKicksTheLoop: every run's end leaves one kick, so the loop looks again
+// at the answer it has (a step of the same kind held back) instead of waiting out
+// a query for a change that already happened. Only a run that ended unrecorded
+// cuts the query in flight short; a recorded result answers it by itself.
+func TestRunEndKicksTheLoop(t *testing.T) {
 	r := newStepRuns()
 	a := wire.AgentStep{ID: "h/kube.etcd/a", Kind: "kube.etcd"}
 	b := wire.AgentStep{ID: "h/kube.etcd/b", Kind: "kube.etcd"}
-	asked := time.Now()
+	asked := answer{index: 5, asked: time.Now()}
 	if !r.start(a, asked) || r.start(b, asked) {
 		t.Fatal("want a started and b held back (same kind)")
 	}
-	r.done(a) // no query waiting
-	if !r.takeKick() {
-		t.Fatal("a run's end between queries was lost")
+	cut := 0
+	r.onDone(func() { cut++ })
+	r.done(a, recorded, 1)
+	if !kicked(r) {
+		t.Fatal("a run's end left no kick")
 	}
-	if r.takeKick() {
-		t.Fatal("kick taken twice")
+	if kicked(r) {
+		t.Fatal("one run's end kicked twice")
+	}
+	if cut != 0 {
+		t.Fatal("a recorded result cut the query short")
 	}
 	if !r.start(b, asked) {
 		t.Fatal("b still held back after a ended")
 	}
-	r.done(b)
-	woken := false
-	r.onDone(func() { woken = true }) // the next query starts after b ended
-	if !woken {
-		t.Fatal("a query started after a run's end was not cut short")
+	r.done(b, stale, 0)
+	if !kicked(r) || cut != 1 {
+		t.Fatalf("a run that ended unrecorded: kicked and cut once, got cut %d", cut)
 	}
 	r.onDone(nil)
 	r.wait()
+}
+
+func kicked(r *stepRuns) bool {
+	select {
+	case <-r.kicks():
+		return true
+	default:
+		return false
+	}
 }
 
 // A delta answer merges into the answer held at its index: sent steps replace, named

@@ -162,6 +162,7 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 	<-ctx.Done()
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("coordinator stopped on an error", "err", err)
 		return err
 	}
 	log.Info("coordinator stopped")

@@ -9,12 +9,12 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/freeport"
 	"github.com/plinth-dev/plinth/internal/poll"
 )
 
@@ -297,29 +297,9 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	}
 }
 
-// freePort finds a port free on both UDP and TCP (best effort).
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 func TestBackgroundJoinRetriesUntilSeedIsUp(t *testing.T) {
 	key := newKey(t)
-	seedAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	seedAddr := freeport.Addr(t)
 	b := start(t, "b", RoleAgent, key, seedAddr) // seed not up yet
 
 	poll.True(t, 5*time.Second, "a failed join attempt", func() bool { return b.joinFailures.Load() > 0 })

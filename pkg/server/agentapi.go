@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -321,9 +322,13 @@ func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
 		sort.Slice(cmd.Outputs, func(i, j int) bool { return cmd.Outputs[i].Name < cmd.Outputs[j].Name })
 		cmd.Result.Outputs = names
 	}
-	if err := s.propose(r.Context(), state.CmdStepResult, cmd); err != nil {
+	idx, err := s.proposeAt(r.Context(), state.CmdStepResult, cmd)
+	if err != nil {
 		return err
 	}
+	// The result's log index: an answer about this host at that index or later
+	// shows the result; one below may still list the step Running (a follower behind).
+	w.Header().Set("X-Plinth-Index", strconv.FormatUint(idx, 10))
 	writeJSON(w, http.StatusOK, struct{}{})
 	return nil
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.HistogramVec
 	applies  *prometheus.HistogramVec
+	conns    *prometheus.CounterVec
 	handler  http.Handler
 }
 
@@ -33,7 +34,12 @@ func NewMetrics(store *state.Store, node *consensus.Node) *Metrics {
 		Name: "plinth_fsm_apply_seconds", Help: "Time to apply one command to the state machine.",
 		Buckets: prometheus.ExponentialBuckets(0.00001, 2, 16),
 	}, []string{"command", "result"})
-	m.reg.MustRegister(m.requests, m.applies, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// A connection is one TLS handshake: a rising count under steady load means
+	// clients are not reusing connections, which costs the leader CPU.
+	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "plinth_connections_accepted_total", Help: "TLS connections accepted, by listener (api, join).",
+	}, []string{"listener"})
+	m.reg.MustRegister(m.requests, m.applies, m.conns, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{store: store, node: node})
 	store.OnApply = func(typ string, d time.Duration, err error) {
 		res := "ok"
@@ -51,6 +57,13 @@ func (m *Metrics) request(route string, code int, d time.Duration) {
 		return
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+func (m *Metrics) connAccepted(listener string) {
+	if m == nil {
+		return
+	}
+	m.conns.WithLabelValues(listener).Inc()
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {

@@ -110,7 +110,7 @@ func (s *Server) ServeAPI(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: api tls: %w", err)
 	}
-	return s.serve(ctx, tls.NewListener(ln, tc), s.mux, nil)
+	return s.serve(ctx, "api", tls.NewListener(ln, tc), s.mux, nil)
 }
 
 // ServeJoin serves the enrolment endpoint, which accepts clients without certificates.
@@ -120,15 +120,20 @@ func (s *Server) ServeJoin(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("server: join tls: %w", err)
 	}
 	capped := &capListener{Listener: ln, max: s.cfg.Join.MaxConns}
-	return s.serve(ctx, tls.NewListener(capped, tc), s.joinMx, s.cfg.Join.apply)
+	return s.serve(ctx, "join", tls.NewListener(capped, tc), s.joinMx, s.cfg.Join.apply)
 }
 
-func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, limit func(*http.Server)) error {
+func (s *Server) serve(ctx context.Context, name string, ln net.Listener, h http.Handler, limit func(*http.Server)) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.cfg.Metrics.connAccepted(name)
+			}
+		},
 	}
 	if limit != nil {
 		limit(srv)
@@ -465,12 +470,17 @@ var errNoQuorum = errors.New("no leader")
 
 // propose encodes a command stamped with the leader-side clock and commits it.
 func (s *Server) propose(ctx context.Context, typ string, body any) error {
+	_, err := s.proposeAt(ctx, typ, body)
+	return err
+}
+
+// proposeAt is propose that returns the command's log index.
+func (s *Server) proposeAt(ctx context.Context, typ string, body any) (uint64, error) {
 	data, err := state.Encode(typ, time.Now(), body)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = s.commit(ctx, data)
-	return err
+	return s.commit(ctx, data)
 }
 
 // commit applies on the leader, or forwards to it, and returns the log index.
