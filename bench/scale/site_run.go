@@ -200,7 +200,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			printCommands(ctx, cls[leader.Name], m0cmd)
 			for name, cl := range cls {
 				m, _ := metrics(ctx, cl)
-				fmt.Printf("      %s: queries %.0f wake-ups %.0f idle %.0f\n", name, m["plinth_blocking_queries_total"], m["plinth_blocking_query_wakeups_total"], m["plinth_blocking_query_idle_wakeups_total"])
+				fmt.Printf("      %s: queries %.0f wake-ups %.0f idle %.0f API connections %.0f\n", name, m["plinth_blocking_queries_total"], m["plinth_blocking_query_wakeups_total"], m["plinth_blocking_query_idle_wakeups_total"], m[apiConns])
 			}
 		}
 		res.phases = append(res.phases, phase{

@@ -24,6 +24,19 @@ type applier struct {
 	// stepHosts are the hosts a step of which this command wrote (stepWritten): refresh
 	// and markWatch read them instead of walking every step of the site per command.
 	stepHosts map[string]bool
+	// hostsWritten are the hosts whose record this command wrote (hostWritten), for
+	// the same two readers: neither walks every host per command.
+	hostsWritten map[string]bool
+}
+
+// hostWritten stamps h with this command's index; every write of a host record
+// goes through it, so hostsWritten is complete.
+func (a *applier) hostWritten(name string, h *HostRecord) {
+	h.ModifyIndex = a.idx
+	if a.hostsWritten == nil {
+		a.hostsWritten = map[string]bool{}
+	}
+	a.hostsWritten[name] = true
 }
 
 // stepWritten stamps r with this command's index; every write of a step record goes
@@ -100,7 +113,7 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		rec.Host.Status = status
 		rec.Declared = true
 		rec.SpecHash = hash
-		rec.ModifyIndex = a.idx
+		a.hostWritten(name, rec)
 		a.event(EventNormal, "host/"+name, "SpecChanged", fmt.Sprintf("host %s generation %d applied", name, gen))
 	}
 	a.t.Invalid = ""
@@ -317,7 +330,7 @@ func (a *applier) enroll(b Enroll) error {
 		}
 		rec.Enrolled = true
 		rec.Reachable = api.ConditionUnknown
-		rec.ModifyIndex = a.idx
+		a.hostWritten(b.Name, rec)
 	}
 	a.event(EventNormal, "host/"+b.Name, "Enrolled", fmt.Sprintf("%s %s enrolled from %s; certificate %s valid until %s", b.Role, b.Name, nonEmpty(b.Remote, "unknown address"), b.Serial, b.NotAfter.UTC().Format(time.RFC3339)))
 	return nil
@@ -364,7 +377,8 @@ func (a *applier) reportFacts(b ReportFacts) error {
 	if h.FactsHash == b.Hash {
 		return nil
 	}
-	h.Facts, h.FactsHash, h.FactsAt, h.ModifyIndex = b.Facts, b.Hash, a.now, a.idx
+	h.Facts, h.FactsHash, h.FactsAt = b.Facts, b.Hash, a.now
+	a.hostWritten(b.Host, h)
 	h.KubeCerts = nil
 	if f, ok := hostFacts(h); ok {
 		h.KubeCerts = f.KubeCertificates
@@ -511,7 +525,8 @@ func (a *applier) setReachable(b SetReachable) error {
 	if h.Reachable == b.Status && h.ReachableMsg == b.Message {
 		return nil
 	}
-	h.Reachable, h.ReachableReason, h.ReachableMsg, h.ModifyIndex = b.Status, b.Reason, b.Message, a.idx
+	h.Reachable, h.ReachableReason, h.ReachableMsg = b.Status, b.Reason, b.Message
+	a.hostWritten(b.Host, h)
 	typ := EventNormal
 	if b.Status != api.ConditionTrue {
 		typ = EventWarning
@@ -532,11 +547,9 @@ const fullRefreshEvery = time.Minute
 // markWatch records, per host, that its record or a step of it changed at this
 // index (refresh's last word: it may change host records itself).
 func (a *applier) markWatch() {
-	for n, h := range a.t.Hosts {
-		if h.ModifyIndex == a.idx {
-			a.t.watch[n] = a.idx
-			a.touched[n] = true
-		}
+	for n := range a.hostsWritten {
+		a.t.watch[n] = a.idx
+		a.touched[n] = true
 	}
 	for n := range a.stepHosts {
 		a.t.watch[n] = a.idx
@@ -550,10 +563,8 @@ func (a *applier) refresh(incremental bool) {
 		a.t.Refreshed = a.now
 	} else {
 		touched = map[string]bool{}
-		for n, h := range a.t.Hosts {
-			if h.ModifyIndex == a.idx {
-				touched[n] = true
-			}
+		for n := range a.hostsWritten {
+			touched[n] = true
 		}
 		for n := range a.stepHosts {
 			touched[n] = true
@@ -618,7 +629,7 @@ func (a *applier) refresh(incremental bool) {
 			a.expiryTransitions("host/"+n, prev, cs)
 			h.Host.Status.Conditions = cs
 			h.Host.Status.ObservedGeneration = h.Host.Metadata.Generation
-			h.ModifyIndex = a.idx
+			a.hostWritten(n, h)
 			a.t.rollup.Set(n, cs)
 			changed = true
 		}

@@ -103,7 +103,8 @@ func (a *applier) checkFacts(names ...string) bool {
 			continue
 		}
 		changed = true
-		rec.Invalid, rec.ModifyIndex = verdict, a.idx
+		rec.Invalid = verdict
+		a.hostWritten(n, rec)
 		if verdict != "" {
 			a.event(EventWarning, "host/"+n, "InvalidSpec", fmt.Sprintf("host %s: its spec does not fit the facts it reported, so none of its steps is handed out until the manifest is fixed (or the facts change): %s", n, verdict))
 		} else {

@@ -41,6 +41,21 @@ func (l *log) apply(typ string, body any) error {
 	l.idx++
 	l.cmds = append(l.cmds, data)
 	resp := l.s.Apply(&raft.Log{Index: l.idx, Type: raft.LogCommand, Data: data})
+	// Every host record the command wrote reached the watch index (hostWritten and
+	// stepWritten are the only ways in; a write that bypasses them would leave its
+	// blocking queries asleep).
+	l.s.mu.RLock()
+	for n, h := range l.s.t.Hosts {
+		if h.ModifyIndex == l.idx && l.s.t.watch[n] != l.idx {
+			l.t.Errorf("%s: host %s written at %d but its watch index is %d", typ, n, l.idx, l.s.t.watch[n])
+		}
+	}
+	for _, r := range l.s.t.Steps {
+		if r.ModifyIndex == l.idx && l.s.t.watch[r.Host] != l.idx {
+			l.t.Errorf("%s: step %s written at %d but its host's watch index is %d", typ, r.ID, l.idx, l.s.t.watch[r.Host])
+		}
+	}
+	l.s.mu.RUnlock()
 	if err, ok := resp.(error); ok {
 		return err
 	}
