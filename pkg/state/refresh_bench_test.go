@@ -9,7 +9,7 @@ import (
 
 // benchSite is a site of n enrolled hosts, for measuring what one command costs.
 func benchSite(b *testing.B, n int) *log {
-	l := &log{t: &testing.T{}, s: New(nil), clock: t0}
+	l := &log{t: &testing.T{}, s: New(nil), clock: t0, fast: true}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("h%03d", i)
@@ -51,6 +51,31 @@ func BenchmarkCertificatesDue200(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if v.CertificatesDue(l.clock) {
 			b.Fatal("due")
+		}
+	}
+}
+
+// BenchmarkDryRunApply1000: the dry run behind every apply (its plan) of a manifest
+// changing one host, on a 1000-host site.
+func BenchmarkDryRunApply1000(b *testing.B) {
+	l := benchSite(b, 1000)
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("h%03d", i)
+	}
+	m := manifest(names...)
+	for i := range m.Hosts {
+		m.Hosts[i].Spec.ManagementAddress = fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)
+	}
+	m.Hosts[999].Metadata.Labels = map[string]string{"bench": "changed"}
+	data, err := Encode(CmdApplyManifest, l.clock, ApplyManifest{Manifest: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.s.DryRun(data); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
