@@ -157,11 +157,14 @@ func TestThreeMembersSeeEachOther(t *testing.T) {
 				t.Errorf("%s sees %s at %s, want %s", self, mem.Name, mem.Addr, pools[mem.Name].LocalAddr())
 			}
 		}
-		// Join events for every member, including itself.
+	}
+	// Join events for every member, including itself. They reach the test's reader
+	// goroutine after the pool's member list shows the member, so they are waited for.
+	for self, m := range pools {
 		for name := range pools {
-			if !m.hasEvent(0, func(ev Event) bool { return ev.Kind == EventJoin && ev.Member.Name == name }) {
-				t.Errorf("%s: no join event for %s in %v", self, name, m.events())
-			}
+			poll.True(t, 5*time.Second, self+": a join event for "+name, func() bool {
+				return m.hasEvent(0, func(ev Event) bool { return ev.Kind == EventJoin && ev.Member.Name == name })
+			})
 		}
 	}
 }
