@@ -31,10 +31,13 @@ func Addr(t testing.TB) string {
 		port := ln.Addr().(*net.TCPAddr).Port
 		pc, uerr := net.ListenPacket("udp", ln.Addr().String())
 		ln.Close()
-		if uerr != nil || used[port] {
+		if uerr != nil {
 			continue
 		}
 		pc.Close()
+		if used[port] {
+			continue
+		}
 		used[port] = true
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
