@@ -320,8 +320,7 @@ func (a *applier) enroll(b Enroll) error {
 		return refuse("WrongRole", fmt.Sprintf("token is for role %q, not %q", tok.Role, b.Role))
 	}
 	tok.UsedAt = a.now
-	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now}
-	a.t.idsByName = nil
+	a.t.addIdentity(&IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now})
 	if b.Role == "agent" {
 		rec, ok := a.t.Hosts[b.Name]
 		if !ok {
@@ -350,12 +349,12 @@ func (a *applier) renewIdentity(b RenewIdentity) error {
 		prev.Revoked = "never confirmed: certificate " + b.OldSerial + " was renewed again as " + b.Serial
 	}
 	old.Replaced = b.Serial
-	a.t.Identities[b.Serial] = &IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now, Supersedes: b.OldSerial}
-	a.t.idsByName = nil
+	a.t.addIdentity(&IdentityRecord{Serial: b.Serial, Name: b.Name, Role: b.Role, NotAfter: b.NotAfter, IssuedAt: a.now, Supersedes: b.OldSerial})
 	// Forget identities that expired: they can no longer authenticate anyway.
 	for serial, id := range a.t.Identities {
 		if a.now.After(id.NotAfter) {
 			delete(a.t.Identities, serial)
+			a.t.idsByName = nil
 		}
 	}
 	return nil

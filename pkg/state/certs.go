@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -173,7 +174,7 @@ func (v View) CertificatesDue(now time.Time) bool {
 }
 
 // identitiesByName indexes the identities by holder, built when first needed after
-// an identity was added or removed (those writes set it to nil).
+// a decode or a removal (which sets it to nil); addIdentity keeps it current.
 func (t *tables) identitiesByName() map[string][]*IdentityRecord {
 	if t.idsByName == nil {
 		t.idsByName = make(map[string][]*IdentityRecord, len(t.Identities))
@@ -182,4 +183,16 @@ func (t *tables) identitiesByName() map[string][]*IdentityRecord {
 		}
 	}
 	return t.idsByName
+}
+
+// addIdentity records id and keeps the holder index current, so an enrolment does
+// not cost a rebuild of it over every identity of the site.
+func (t *tables) addIdentity(id *IdentityRecord) {
+	if old, ok := t.Identities[id.Serial]; ok && t.idsByName != nil {
+		t.idsByName[old.Name] = slices.DeleteFunc(t.idsByName[old.Name], func(x *IdentityRecord) bool { return x == old })
+	}
+	t.Identities[id.Serial] = id
+	if t.idsByName != nil {
+		t.idsByName[id.Name] = append(t.idsByName[id.Name], id)
+	}
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
 )
@@ -27,8 +28,8 @@ func benchSite(b *testing.B, n int) *log {
 	return l
 }
 
-// BenchmarkApplyRefresh200: one command (a reachability flip, which recomputes every
-// host's and the site's conditions) on a 200-host site.
+// BenchmarkApplyRefresh200: one command (a reachability flip: its host's conditions
+// and the site's roll-up recomputed) on a 200-host site.
 func BenchmarkApplyRefresh200(b *testing.B) {
 	l := benchSite(b, 200)
 	b.ResetTimer()
@@ -75,6 +76,22 @@ func BenchmarkDryRunApply1000(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := l.s.DryRun(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEnroll1000: one enrolment (its token, then the enrolment itself) on a
+// 1000-host site; enrolling a whole site is N of these.
+func BenchmarkEnroll1000(b *testing.B) {
+	l := benchSite(b, 1000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		host, id := fmt.Sprintf("h%03d", i%1000), fmt.Sprintf("t-bench-%d", i)
+		if err := l.apply(CmdCreateToken, CreateToken{Token: TokenRecord{ID: id, SecretHash: "h", Name: host, Role: "agent", Expires: l.clock.Add(time.Hour)}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.apply(CmdEnroll, Enroll{TokenID: id, SecretHash: "h", Name: host, Role: "agent", Serial: "s-bench-" + id, NotAfter: l.clock.Add(24 * time.Hour)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -77,8 +77,8 @@ type tables struct {
 	// counts them, updated by refresh host by host and rebuilt by a full refresh
 	// (nil after a decode: the next refresh builds it).
 	rollup *plan.Rollup
-	// idsByName is derived too: identities by holder (identitiesByName); nil after
-	// any identity is added or removed.
+	// idsByName is derived too: identities by holder (identitiesByName), kept by
+	// addIdentity; nil after a decode or a removal.
 	idsByName map[string][]*IdentityRecord
 }
 
@@ -354,7 +354,7 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 var incremental = map[string]bool{
 	CmdReportFacts: true, CmdStepStart: true, CmdStepResult: true, CmdStepDrift: true,
 	CmdStepRetry: true, CmdSetReachable: true, CmdCreateToken: true, CmdRecordEvent: true,
-	CmdPutSecret: true,
+	CmdPutSecret: true, CmdEnroll: true,
 }
 
 func decode[T any](c Command, fn func(T) error) error {

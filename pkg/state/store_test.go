@@ -422,6 +422,17 @@ func TestIncrementalRefreshMatchesFull(t *testing.T) {
 	check("w2 unreachable")
 	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t-x", SecretHash: "h", Name: "x", Role: "agent", Expires: l.clock.Add(time.Hour)}})
 	check("a token")
+	// Enrolments are incremental too: a host the manifest does not declare, an
+	// operator, and a declared host enrolling again with a certificate that outlives
+	// its first.
+	l.must(CmdEnroll, Enroll{TokenID: "t-x", SecretHash: "h", Name: "x", Role: "agent", Serial: "s-x", NotAfter: l.clock.Add(time.Hour)})
+	check("enrol of an undeclared host")
+	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t-op", SecretHash: "h", Name: "w1", Role: "operator", Expires: l.clock.Add(time.Hour)}})
+	l.must(CmdEnroll, Enroll{TokenID: "t-op", SecretHash: "h", Name: "w1", Role: "operator", Serial: "s-op", NotAfter: l.clock.Add(time.Hour)})
+	check("enrol of an operator named like a host")
+	l.must(CmdCreateToken, CreateToken{Token: TokenRecord{ID: "t-w3b", SecretHash: "h", Name: "w3", Role: "agent", Expires: l.clock.Add(time.Hour)}})
+	l.must(CmdEnroll, Enroll{TokenID: "t-w3b", SecretHash: "h", Name: "w3", Role: "agent", Serial: "s-w3b", NotAfter: l.clock.Add(400 * 24 * time.Hour)})
+	check("w3 enrolled again")
 	if ready := plan.Find(l.view().t.Site.Site.Status.Conditions, api.ConditionReady); ready == nil || ready.Status != api.ConditionFalse {
 		t.Fatalf("site Ready: %+v", ready)
 	}
