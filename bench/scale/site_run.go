@@ -29,6 +29,8 @@ type phase struct {
 	name      string
 	took      time.Duration
 	leaderCPU float64 // seconds
+	otherCPU  float64 // the other coordinators' CPU seconds, together
+	agentCPU  float64 // this process's CPU seconds: every agent and the harness
 	wakeups   float64 // blocking-query runs after a change, all coordinators
 	idle      float64 // of those, runs that found nothing new
 	lag       float64 // worst follower lag, log entries
@@ -166,6 +168,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		m0 := sumMetrics(ctx, cls)
 		m0cmd, _ := metrics(ctx, cls[leader.Name])
 		cpu0, _ := cpuSeconds(pid)
+		other0, self0 := othersCPU(l, pid), selfCPU()
 		start := time.Now()
 		var resp wire.ApplyResponse
 		if _, err := admin.Do(ctx, "POST", wire.PathApply, wire.ApplyRequest{File: "scale.yaml", YAML: doc}, &resp); err != nil {
@@ -191,6 +194,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		}
 		took := time.Since(start)
 		cpu1, _ := cpuSeconds(pid)
+		other1, self1 := othersCPU(l, pid), selfCPU()
 		worst := lag.finish()
 		m1 := sumMetrics(ctx, cls)
 		if err != nil {
@@ -205,6 +209,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		}
 		res.phases = append(res.phases, phase{
 			name: name, took: took, leaderCPU: cpu1 - cpu0, lag: worst,
+			otherCPU: other1 - other0, agentCPU: self1 - self0,
 			wakeups: m1["plinth_blocking_query_wakeups_total"] - m0["plinth_blocking_query_wakeups_total"],
 			idle:    m1["plinth_blocking_query_idle_wakeups_total"] - m0["plinth_blocking_query_idle_wakeups_total"],
 			entries: m1["leader_index"] - m0["leader_index"],
@@ -248,6 +253,23 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		return nil, err
 	}
 	return res, nil
+}
+
+// othersCPU is the CPU seconds of every coordinator but the leader (pid).
+func othersCPU(l *lab.Lab, pid int) float64 {
+	var sum float64
+	for _, c := range l.Coordinators() {
+		if c.Proc != nil && c.Proc.Pid() != pid {
+			s, _ := cpuSeconds(c.Proc.Pid())
+			sum += s
+		}
+	}
+	return sum
+}
+
+func selfCPU() float64 {
+	s, _ := cpuSeconds(os.Getpid())
+	return s
 }
 
 const apiConns = `plinth_connections_accepted_total{listener="api"}`
@@ -385,15 +407,18 @@ func freeBase(n int) (int, error) {
 	return 0, errors.New("no free port range")
 }
 
-// printCommands prints how many commands of each type the leader applied since before.
+// printCommands prints how many commands of each type the leader applied, and how
+// many API requests of each route it answered, since before.
 func printCommands(ctx context.Context, cl *client.Client, before map[string]float64) {
 	now, err := metrics(ctx, cl)
 	if err != nil {
 		return
 	}
-	for k, v := range now {
-		if strings.HasPrefix(k, "plinth_fsm_apply_seconds_count{") && v-before[k] > 0 {
-			fmt.Printf("      %6.0f %s\n", v-before[k], strings.TrimPrefix(k, "plinth_fsm_apply_seconds_count"))
+	for _, prefix := range []string{"plinth_fsm_apply_seconds_count", "plinth_api_request_seconds_count"} {
+		for k, v := range now {
+			if strings.HasPrefix(k, prefix+"{") && v-before[k] > 0 {
+				fmt.Printf("      %6.0f %s %s\n", v-before[k], strings.TrimPrefix(prefix, "plinth_")[:3], strings.TrimPrefix(k, prefix))
+			}
 		}
 	}
 }

@@ -36,6 +36,8 @@ func printTable(rs []*siteResult, ansN int, ans time.Duration) {
 	for i, p := range rs[0].phases {
 		row(p.name+" (s)", func(r *siteResult) float64 { return r.phases[i].took.Seconds() }, "%.2f")
 		row("  leader CPU (s)", func(r *siteResult) float64 { return r.phases[i].leaderCPU }, "%.2f")
+		row("  followers' CPU (s)", func(r *siteResult) float64 { return r.phases[i].otherCPU }, "%.2f")
+		row("  agents' CPU (s)", func(r *siteResult) float64 { return r.phases[i].agentCPU }, "%.2f")
 		row("  raft entries", func(r *siteResult) float64 { return r.phases[i].entries }, "%.0f")
 		row("  blocking-query wake-ups", func(r *siteResult) float64 { return r.phases[i].wakeups }, "%.0f")
 		row("    of which idle", func(r *siteResult) float64 { return r.phases[i].idle }, "%.0f")

@@ -46,6 +46,10 @@ type pendingStore struct {
 	dir  string
 	mu   sync.Mutex
 	last int64
+	made bool // dir exists (made once, not per result)
+	// seqs is the Seq on disk per step, as this process wrote or listed it, so a
+	// delivered result is removed without reading its file back.
+	seqs map[string]int64
 }
 
 func newPendingStore(dir string) *pendingStore { return &pendingStore{dir: dir} }
@@ -63,29 +67,55 @@ func (s *pendingStore) Put(p Pending) (Pending, error) {
 	if err != nil {
 		return p, fmt.Errorf("agent: encode pending result %s: %w", p.ID, err)
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return p, fmt.Errorf("agent: pending results: %w", err)
+	err = os.ErrNotExist
+	if s.made {
+		err = atomicfile.WriteFile(s.path(p.ID), b, 0o600)
 	}
-	if err := atomicfile.WriteFile(s.path(p.ID), b, 0o600); err != nil {
+	if errors.Is(err, os.ErrNotExist) { // first use, or the directory was removed
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return p, fmt.Errorf("agent: pending results: %w", err)
+		}
+		s.made = true
+		err = atomicfile.WriteFile(s.path(p.ID), b, 0o600)
+	}
+	if err != nil {
 		return p, fmt.Errorf("agent: persist result of %s: %w", p.ID, err)
 	}
+	s.remember(p.ID, p.Seq)
 	return p, nil
 }
 
+func (s *pendingStore) remember(id string, seq int64) {
+	if s.seqs == nil {
+		s.seqs = map[string]int64{}
+	}
+	s.seqs[id] = seq
+}
+
 // Delete removes the pending result of id if it is still the one with seq (a newer
-// result for the same step is kept).
+// result for the same step is kept). The removal is not synced: a result that
+// comes back after a crash is replayed with a check that the step still waits for
+// it, so it is never counted twice.
 func (s *pendingStore) Delete(id string, seq int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	path := s.path(id)
-	if cur, err := readPending(path); err == nil && cur.Seq != seq {
+	cur, known := s.seqs[id]
+	if !known {
+		if p, err := readPending(path); err == nil {
+			cur, known = p.Seq, true
+		}
+	}
+	if known && cur != seq {
 		return nil
 	}
+	delete(s.seqs, id)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("agent: remove pending result %s: %w", id, err)
 	}
-	return atomicfile.SyncDir(s.dir)
+	return nil
 }
+
 
 // List returns pending results in the order they were produced. Unreadable files
 // are skipped and reported in the error, never silently deleted.
@@ -114,6 +144,7 @@ func (s *pendingStore) List() ([]Pending, error) {
 	s.mu.Lock()
 	for _, p := range out {
 		s.last = max(s.last, p.Seq)
+		s.remember(p.ID, p.Seq)
 	}
 	s.mu.Unlock()
 	return out, errors.Join(errs...)

@@ -77,6 +77,27 @@ func TestPendingRoundTripAndOrder(t *testing.T) {
 	if got, _ := s2.List(); got[len(got)-1].Seq != p.Seq {
 		t.Fatalf("new result not last: %+v", got)
 	}
+	// A store that neither wrote nor listed the file reads its seq before removing it.
+	s3 := newPendingStore(dir)
+	if err := s3.Delete("d/x", p.Seq-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s3.path("d/x")); err != nil {
+		t.Fatalf("delete of an older seq by a fresh store removed the result: %v", err)
+	}
+	if err := s3.Delete("d/x", p.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s3.path("d/x")); !os.IsNotExist(err) {
+		t.Fatalf("result still there after its delete: %v", err)
+	}
+	// The directory removed under a running store is made again.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Put(Pending{ID: "e/x", InputsHash: "h"}); err != nil {
+		t.Fatalf("put after the directory was removed: %v", err)
+	}
 }
 
 func TestPendingCorruptFileIsKept(t *testing.T) {

@@ -30,8 +30,13 @@ type HostView struct {
 
 // HostConditions computes a host's conditions. prev carries the last transition times.
 func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condition {
-	steps := append([]Record(nil), h.Steps...)
-	sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
+	// The FSM hands them over in ID order already; records are large, so they are
+	// copied and sorted only when they are not.
+	steps := h.Steps
+	if !sort.SliceIsSorted(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID }) {
+		steps = append([]Record(nil), h.Steps...)
+		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
+	}
 
 	var blocked, failed, drifted, busy []Record
 	for _, s := range steps {

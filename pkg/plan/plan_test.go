@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,27 @@ func TestHostConditions(t *testing.T) {
 				t.Fatalf("Ready = %+v", r)
 			}
 		})
+	}
+}
+
+// Steps handed over out of ID order give the conditions of the same steps in order,
+// and the caller's slice is left as it was.
+func TestHostConditionsStepOrder(t *testing.T) {
+	a := Record{Step: step("h1/a", "1"), State: Blocked, Attempts: 5, LastResult: &driver.Result{Error: "a broke"}}
+	b := Record{Step: step("h1/b", "1"), State: Blocked, Attempts: 5, LastResult: &driver.Result{Error: "b broke"}}
+	view := func(rs ...Record) HostView {
+		return HostView{Name: "h1", Enrolled: true, Reachable: api.ConditionTrue, Steps: rs}
+	}
+	reversed := []Record{b, a}
+	got, want := HostConditions(view(reversed...), nil, t0), HostConditions(view(a, b), nil, t0)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("out of order:\n got %+v\nwant %+v", got, want)
+	}
+	if r := Find(got, api.ConditionReady); !strings.Contains(r.Message, "a broke") {
+		t.Fatalf("Ready names %q, want the first step by ID", r.Message)
+	}
+	if reversed[0].ID != "h1/b" {
+		t.Fatal("the caller's steps were reordered")
 	}
 }
 

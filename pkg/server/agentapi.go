@@ -56,7 +56,6 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		refusals = refusals[:0]
 		var steps []plan.Record
 		v.EachHostStep(host, func(r plan.Record) { steps = append(steps, r) })
-		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
 		for _, st := range steps {
 			idx = max(idx, st.ModifyIndex)
 			// Unchanged: the record is as it was at since, and so are the secrets its

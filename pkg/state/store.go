@@ -483,6 +483,10 @@ func (t *tables) indexHostSteps() {
 	for id, r := range t.Steps {
 		t.hostSteps[r.Host] = append(t.hostSteps[r.Host], id)
 	}
+	// In ID order: the order the host's conditions and answers read them in.
+	for _, ids := range t.hostSteps {
+		slices.Sort(ids)
+	}
 }
 
 type snapshot []byte
@@ -642,7 +646,7 @@ func (v View) HostConditionCounts() map[[2]string]int {
 	return out
 }
 
-// EachHostStep calls fn with each of host's step records, in no order and without
+// EachHostStep calls fn with each of host's step records, in ID order and without
 // a deep copy: fn must not change what the record's slices and maps hold, nor keep
 // them past the read.
 func (v View) EachHostStep(host string, fn func(r plan.Record)) {
