@@ -113,8 +113,18 @@ func (b Bundle) ClientTLSVerify(serverName string, verify func(Identity) error) 
 		RootCAs:          p.pool,
 		Certificates:     []tls.Certificate{p.pair},
 		VerifyConnection: verifyPeer(verify),
+		// A new connection resumes a session of this config (this certificate)
+		// instead of signing and verifying certificates again: an agent opens a few
+		// connections, a thousand agents a few thousand. The server still checks the
+		// resumed certificate's chain and expiry, VerifyConnection still runs, and
+		// a renewed certificate is a new config with an empty cache.
+		ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize),
 	}, nil
 }
+
+// sessionCacheSize bounds the sessions a client config keeps: one per coordinator
+// address is enough.
+const sessionCacheSize = 16
 
 func verifyPeer(verify func(Identity) error) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {

@@ -130,6 +130,50 @@ func TestMTLSHandshake(t *testing.T) {
 	}
 }
 
+// A client config resumes its session on the next connection, and the server sees
+// the same identity and still runs its check; a renewed certificate (a new config)
+// starts a session of its own, under its own serial.
+func TestMTLSResumption(t *testing.T) {
+	f := newTLSFixture(t)
+	checked := 0
+	srv := mustServer(t, f.coordinator, func(Identity) error { checked++; return nil })
+	cl := mustClient(t, f.agent, "ctl-1.lab")
+	first := handshake(t, srv, cl)
+	second := handshake(t, srv, cl)
+	if first.serverErr != nil || second.serverErr != nil || second.clientErr != nil {
+		t.Fatalf("server %v / %v, client %v", first.serverErr, second.serverErr, second.clientErr)
+	}
+	if first.server.DidResume || !second.server.DidResume {
+		t.Fatalf("resumed: first %v, second %v; want only the second", first.server.DidResume, second.server.DidResume)
+	}
+	a, _ := PeerIdentity(&first.server)
+	b, err := PeerIdentity(&second.server)
+	if err != nil || b != a {
+		t.Fatalf("resumed identity %+v (%v), first %+v", b, err, a)
+	}
+	if checked != 2 {
+		t.Fatalf("server check ran %d times, want once per connection", checked)
+	}
+	// A refusing check refuses a resumed session too.
+	refuse := mustServer(t, f.coordinator, RequireRole(RoleAdmin))
+	refuse.SetSessionTicketKeys([][32]byte{{1}})
+	srv.SetSessionTicketKeys([][32]byte{{1}})
+	_ = handshake(t, srv, cl) // a ticket under the shared key
+	resumed, check := false, refuse.VerifyConnection
+	refuse.VerifyConnection = func(cs tls.ConnectionState) error { resumed = cs.DidResume; return check(cs) }
+	if r := handshake(t, refuse, cl); r.serverErr == nil || !resumed {
+		t.Fatalf("agent's resumed session: server err %v, resumed %v; want a resumption refused", r.serverErr, resumed)
+	}
+	renewed := issueBundle(t, f.ca, "compute-7", RoleAgent, nil, nil)
+	r := handshake(t, srv, mustClient(t, renewed, "ctl-1.lab"))
+	if r.serverErr != nil || r.server.DidResume {
+		t.Fatalf("renewed certificate: err %v, resumed %v; want a full handshake", r.serverErr, r.server.DidResume)
+	}
+	if id, _ := PeerIdentity(&r.server); id.Serial == a.Serial {
+		t.Fatalf("server sees the old serial %s after renewal", a.Serial)
+	}
+}
+
 func TestMTLSRefusals(t *testing.T) {
 	f := newTLSFixture(t)
 	foreign := issueBundle(t, newTestCA(t, "lab", time.Now()), "compute-7", RoleAgent, nil, nil)
