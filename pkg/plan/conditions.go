@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -38,8 +39,9 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
 	}
 
-	var blocked, failed, drifted, busy []Record
-	for _, s := range steps {
+	var blocked, failed, drifted, busy []*Record
+	for i := range steps {
+		s := &steps[i]
 		if len(s.Drift) > 0 {
 			drifted = append(drifted, s)
 		}
@@ -246,7 +248,7 @@ func (c *conds) set(t, status, reason, msg string) {
 	})
 }
 
-func stepMsg(host string, r Record, n int) string {
+func stepMsg(host string, r *Record, n int) string {
 	var what string
 	switch r.State {
 	case Blocked:
@@ -264,27 +266,27 @@ func stepMsg(host string, r Record, n int) string {
 			what += fmt.Sprintf(", repairing drift: %v", r.Drift)
 		}
 	}
-	msg := fmt.Sprintf("host %s step %s: %s", host, r.Kind, what)
+	msg := "host " + host + " step " + r.Kind + ": " + what
 	if n > 1 {
-		msg += fmt.Sprintf(" (and %d more)", n-1)
+		msg += " (and " + strconv.Itoa(n-1) + " more)"
 	}
 	return msg
 }
 
-func lastErr(r Record) string {
+func lastErr(r *Record) string {
 	if r.LastResult != nil && r.LastResult.Error != "" {
 		return r.LastResult.Error
 	}
 	return "no error recorded"
 }
 
-func firstOf(lists ...[]Record) Record {
+func firstOf(lists ...[]*Record) *Record {
 	for _, l := range lists {
 		if len(l) > 0 {
 			return l[0]
 		}
 	}
-	return Record{}
+	return &Record{}
 }
 
 func nonEmpty(s, def string) string {

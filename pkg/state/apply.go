@@ -576,9 +576,12 @@ func (a *applier) refresh(incremental bool) {
 		}
 	} else {
 		for n := range touched {
-			for _, id := range a.t.hostSteps[n] {
-				byHost[n] = append(byHost[n], a.t.Steps[id])
+			ids := a.t.hostSteps[n]
+			rs := make([]plan.Record, 0, len(ids))
+			for _, id := range ids {
+				rs = append(rs, a.t.Steps[id])
 			}
+			byHost[n] = rs
 		}
 	}
 	var ids map[string][]api.CertValidity
