@@ -116,7 +116,6 @@ func (s *pendingStore) Delete(id string, seq int64) error {
 	return nil
 }
 
-
 // List returns pending results in the order they were produced. Unreadable files
 // are skipped and reported in the error, never silently deleted.
 func (s *pendingStore) List() ([]Pending, error) {
