@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -169,6 +170,16 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		m0cmd, _ := metrics(ctx, cls[leader.Name])
 		cpu0, _ := cpuSeconds(pid)
 		other0, self0 := othersCPU(l, pid), selfCPU()
+		var profiled chan struct{}
+		if o.profile > 0 && len(res.phases) == 0 {
+			profiled = make(chan struct{})
+			go func() {
+				defer close(profiled)
+				if err := leaderProfile(ctx, admin, filepath.Join(dir, "leader-cpu.pprof"), o.profile); err != nil {
+					fmt.Println("    leader profile:", err)
+				}
+			}()
+		}
 		start := time.Now()
 		var resp wire.ApplyResponse
 		if _, err := admin.Do(ctx, "POST", wire.PathApply, wire.ApplyRequest{File: "scale.yaml", YAML: doc}, &resp); err != nil {
@@ -215,6 +226,9 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			entries: m1["leader_index"] - m0["leader_index"],
 			conns:   m1[apiConns] - m0[apiConns],
 		})
+		if profiled != nil {
+			<-profiled
+		}
 		fmt.Printf("  N=%d %-22s %8s  leader CPU %.1f s  (%d plan lines)\n", n, name, took.Round(10*time.Millisecond), cpu1-cpu0, len(resp.Plan))
 		if o.verbose {
 			for _, l := range resp.Plan[:min(len(resp.Plan), 12)] {
@@ -253,6 +267,22 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		return nil, err
 	}
 	return res, nil
+}
+
+// leaderProfile writes the leader's CPU profile of the next secs seconds to path.
+func leaderProfile(ctx context.Context, admin *client.Client, path string, secs int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = admin.Do(ctx, "GET", fmt.Sprintf("%scpu?seconds=%d", wire.PathProfile, secs), nil, io.Writer(f))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		fmt.Printf("    leader CPU profile (%ds): %s\n", secs, path)
+	}
+	return err
 }
 
 // othersCPU is the CPU seconds of every coordinator but the leader (pid).

@@ -49,7 +49,7 @@ identity written by 'init'.`,
 	root.AddCommand(
 		newInit(g), newJoin(g), newServe(g), newRecover(g),
 		newApply(g), newGet(g), newDescribe(g), newNode(g), newRetry(g), newDelete(g),
-		newApp(g), newMembers(g), newSnapshot(g), newKubeconfig(g), newExplain(g), newVersion(),
+		newApp(g), newMembers(g), newSnapshot(g), newKubeconfig(g), newExplain(g), newDebug(g), newVersion(),
 	)
 	return root
 }

@@ -287,6 +287,7 @@ func (s *Server) routes() {
 	s.handle("GET "+wire.PathSnapshot, admins, s.snapshotSave)
 	s.handle("GET "+wire.PathKubeconfig, admins, s.kubeconfig)
 	s.handle("POST "+wire.PathSnapshot, admins, s.snapshotRestore)
+	s.handleNode("GET "+wire.PathProfile+"{name}", admins, s.profile)
 	s.appRoutes()
 
 	s.handle("GET "+wire.PathAgentSteps, agents, s.agentSteps)

@@ -29,6 +29,9 @@ const (
 	PathMembers    = "/v1/members"
 	PathSnapshot   = "/v1/snapshot"
 	PathKubeconfig = "/v1/kubeconfig"
+	// PathProfile + a profile name ("cpu", "heap", "goroutine", ...): this
+	// coordinator's Go runtime profile, in pprof format, for admins.
+	PathProfile = "/v1/debug/profile/"
 
 	// Agent API: an agent may only read and report on its own host's steps.
 	PathAgentSteps  = "/v1/agent/steps"
