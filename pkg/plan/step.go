@@ -71,6 +71,12 @@ type Record struct {
 	ModifyIndex uint64 `json:"modifyIndex"`
 }
 
+// NeedsInputs reports whether an agent needs the step's inputs: to run it (now, at
+// its retry time, or resumed) or to check it for drift. A Pending or Blocked step
+// changes state before either, and that change sends its inputs; until then they
+// are not resolved (their secrets may not exist yet) nor sent.
+func (r Record) NeedsInputs() bool { return r.State != Pending && r.State != Blocked }
+
 // Runnable reports whether an agent should run the step at now.
 func (r Record) Runnable(now time.Time) bool {
 	switch r.State {

@@ -54,37 +54,41 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		}
 		idx = max(idx, out.GossipKeysVersion)
 		refusals = refusals[:0]
-		var steps []plan.Record
-		v.EachHostStep(host, func(r plan.Record) { steps = append(steps, r) })
-		for _, st := range steps {
+		// In ID order, one record at a time: the first controller holds a step per
+		// node, so its answers must not copy them all first.
+		v.EachHostStep(host, func(st plan.Record) {
 			idx = max(idx, st.ModifyIndex)
 			// Unchanged: the record is as it was at since, and so are the secrets its
-			// inputs resolve.
+			// inputs resolve (a step that needs none resolves none).
 			same := since > 0 && st.ModifyIndex <= since
-			refs := bytes.Contains(st.Inputs, []byte(secretref.Prefix))
+			refs := st.NeedsInputs() && bytes.Contains(st.Inputs, []byte(secretref.Prefix))
 			if same && !refs {
 				out.Unchanged = append(out.Unchanged, st.ID)
-				continue
+				return
+			}
+			if !st.NeedsInputs() {
+				out.Steps = append(out.Steps, wire.AgentStepFrom(st, nil))
+				return
 			}
 			inputs, used, err := s.resolveCached(v, st.Step)
 			var ge *plan.GrantError
 			if errors.As(err, &ge) {
 				// Never handed out; the agent sees the step as waiting.
 				refusals = append(refusals, refusal{ge, st.InputsHash})
-				continue
+				return
 			}
 			if err != nil {
 				// The step cannot run until its secret exists; the agent sees it as
 				// waiting (watch wakes it when a secret is stored).
 				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
-				continue
+				return
 			}
 			if same && used <= since {
 				out.Unchanged = append(out.Unchanged, st.ID)
-				continue
+				return
 			}
 			out.Steps = append(out.Steps, wire.AgentStepFrom(st, inputs))
-		}
+		})
 		return out, idx
 	})
 	for _, rf := range refusals {

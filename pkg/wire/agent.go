@@ -10,8 +10,10 @@ import (
 
 // AgentStep is a step as its agent sees it.
 type AgentStep struct {
-	ID          string          `json:"id"`
-	Kind        string          `json:"kind"`
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Inputs, with secret references resolved; absent while the step is Pending
+	// or Blocked (plan.Record.NeedsInputs).
 	Inputs      json.RawMessage `json:"inputs,omitempty"`
 	InputsHash  string          `json:"inputsHash"`
 	State       plan.State      `json:"state"`
