@@ -200,8 +200,14 @@ func (c *Client) once(ctx context.Context, addr, method, path string, body []byt
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return 0, fmt.Errorf("coordinator %s: decode %s: %w", addr, path, err)
 	}
+	// The decoder stops at the end of the value: the rest (the encoder's newline,
+	// a chunked body's last chunk) is read so the connection is kept, not closed.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
 	return idx, nil
 }
+
+// drainLimit bounds what is read past a decoded answer to keep its connection.
+const drainLimit = 64 << 10
 
 // partialWriteError is a failure after part of a response body reached the caller's
 // io.Writer: asking another coordinator would append a second body to the first (a
