@@ -175,9 +175,19 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			profiled = make(chan struct{})
 			go func() {
 				defer close(profiled)
-				if err := leaderProfile(ctx, admin, filepath.Join(dir, "leader-cpu.pprof"), o.profile); err != nil {
-					fmt.Println("    leader profile:", err)
+				var pwg sync.WaitGroup
+				for name, cl := range cls {
+					file := name + "-cpu.pprof"
+					if name == leader.Name {
+						file = "leader-cpu.pprof"
+					}
+					pwg.Go(func() {
+						if err := cpuProfile(ctx, cl, filepath.Join(dir, file), o.profile); err != nil {
+							fmt.Printf("    %s profile: %v\n", name, err)
+						}
+					})
 				}
+				pwg.Wait()
 			}()
 		}
 		start := time.Now()
@@ -269,18 +279,18 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 	return res, nil
 }
 
-// leaderProfile writes the leader's CPU profile of the next secs seconds to path.
-func leaderProfile(ctx context.Context, admin *client.Client, path string, secs int) error {
+// cpuProfile writes a coordinator's CPU profile of the next secs seconds to path.
+func cpuProfile(ctx context.Context, cl *client.Client, path string, secs int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	_, err = admin.Do(ctx, "GET", fmt.Sprintf("%scpu?seconds=%d", wire.PathProfile, secs), nil, io.Writer(f))
+	_, err = cl.Do(ctx, "GET", fmt.Sprintf("%scpu?seconds=%d", wire.PathProfile, secs), nil, io.Writer(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		fmt.Printf("    leader CPU profile (%ds): %s\n", secs, path)
+		fmt.Printf("    CPU profile (%ds): %s\n", secs, path)
 	}
 	return err
 }

@@ -575,14 +575,18 @@ func (a *applier) refresh(incremental bool) {
 			byHost[r.Host] = append(byHost[r.Host], r)
 		}
 	} else {
+		// Into one buffer the tables keep across commands: the first controller
+		// holds a step per node, and a fresh slice of them per command was most of
+		// what an incremental refresh allocated.
+		recs := a.t.scratch[:0]
 		for n := range touched {
-			ids := a.t.hostSteps[n]
-			rs := make([]plan.Record, 0, len(ids))
-			for _, id := range ids {
-				rs = append(rs, a.t.Steps[id])
+			from := len(recs)
+			for _, id := range a.t.hostSteps[n] {
+				recs = append(recs, a.t.Steps[id])
 			}
-			byHost[n] = rs
+			byHost[n] = recs[from:len(recs):len(recs)]
 		}
+		a.t.scratch = recs // holds copies of records until overwritten: bounded by the largest host
 	}
 	var ids map[string][]api.CertValidity
 	if touched == nil || len(touched) > 0 {

@@ -80,6 +80,8 @@ type tables struct {
 	// idsByName is derived too: identities by holder (identitiesByName), kept by
 	// addIdentity; nil after a decode or a removal.
 	idsByName map[string][]*IdentityRecord
+	// scratch is refresh's buffer of step records, reused across commands.
+	scratch []plan.Record
 }
 
 func newTables() *tables {
