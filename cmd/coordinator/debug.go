@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -39,21 +37,8 @@ mutex, block, threadcreate) are read as they stand. Admins only, over the API's 
 				path += fmt.Sprintf("?seconds=%d", seconds)
 				fmt.Fprintf(cmd.ErrOrStderr(), "sampling for %ds\n", seconds)
 			}
-			tmp := args[1] + ".tmp"
-			f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = c.Do(cmd.Context(), "GET", path, nil, io.Writer(f))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(tmp)
+			if _, err := download(cmd.Context(), c, path, args[1]); err != nil {
 				return fmt.Errorf("profile %s: %w", args[0], err)
-			}
-			if err := os.Rename(tmp, args[1]); err != nil {
-				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s profile to %s\n", args[0], args[1])
 			return nil

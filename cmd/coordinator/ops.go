@@ -607,6 +607,25 @@ func newMembers(g *globals) *cobra.Command {
 	}
 }
 
+// download writes the body of GET path to file (0600), whole or not at all: it is
+// written beside file and renamed over it only once complete.
+func download(ctx context.Context, c *client.Client, path, file string) (uint64, error) {
+	tmp := file + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	idx, err := c.Do(ctx, "GET", path, nil, io.Writer(f))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return 0, err
+	}
+	return idx, os.Rename(tmp, file)
+}
+
 func newSnapshot(g *globals) *cobra.Command {
 	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state"}
 	snap.AddCommand(&cobra.Command{
@@ -619,20 +638,8 @@ func newSnapshot(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tmp := args[0] + ".tmp"
-			f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+			idx, err := download(cmd.Context(), c, wire.PathSnapshot+"?consistent", args[0])
 			if err != nil {
-				return err
-			}
-			idx, err := c.Do(cmd.Context(), "GET", wire.PathSnapshot+"?consistent", nil, io.Writer(f))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(tmp)
-				return err
-			}
-			if err := os.Rename(tmp, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "saved state at index %d to %s\n", idx, args[0])
