@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +34,7 @@ type fakeNet struct {
 	have     string
 	failures int  // fail this many applies, retryably
 	block    bool // apply hangs until its context ends (an agent killed mid-step)
+	delay    time.Duration
 	applies  int
 	diffs    int
 }
@@ -51,11 +54,18 @@ func (f *fakeNet) Diff(_ context.Context, inputs json.RawMessage) ([]driver.Chan
 	return []driver.Change{{Summary: "configure links", Apply: func(ctx context.Context) error {
 		f.mu.Lock()
 		f.applies++
-		block, fail := f.block, f.failures > 0
+		block, fail, delay := f.block, f.failures > 0, f.delay
 		if fail {
 			f.failures--
 		}
 		f.mu.Unlock()
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		if block {
 			<-ctx.Done()
 			return ctx.Err()
@@ -275,6 +285,118 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 		t.Fatalf("status %+v, %v", st, err)
 	}
 	stop()
+}
+
+// A run that ends within the start grace is recorded by its result alone, one
+// write; a longer one reports its start when the grace ends, so it shows Running
+// while it runs, and its start time is when it began.
+func TestIntegrationStartReportedOnlyForLongRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a coordinator: skipped with -short")
+	}
+	logs := &logbuf.Buffer{}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("PLINTH_TEST_LOGS") != "" {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tc := startCoordinator(t, ctx, log, time.Hour)
+	var tok wire.TokenResponse
+	poll.Until(t, 20*time.Second, "coordinator accepts writes", func() error {
+		_, err := tc.admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: "node-1", Role: "agent", TTL: time.Hour}, &tok)
+		return err
+	})
+	apply(t, ctx, tc.admin, hostYAML(9000))
+	stateDir := filepath.Join(tc.dir, "agent")
+	if err := Join(ctx, JoinOptions{StateDir: stateDir, Name: "node-1", Token: tok.Token, JoinAddrs: []string{tc.cfg.JoinAddr}}); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	commands := func(cmd string) int {
+		t.Helper()
+		var buf bytes.Buffer
+		if _, err := tc.admin.Do(ctx, "GET", wire.PathMetrics, nil, &buf); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if strings.HasPrefix(line, `plinth_fsm_apply_seconds_count{command="`+cmd+`",result="ok"}`) {
+				n, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				return int(n)
+			}
+		}
+		return 0
+	}
+	step := func() plan.Record {
+		t.Helper()
+		var d server.HostDetail
+		if _, err := tc.admin.Do(ctx, "GET", "/v1/hosts/node-1", nil, &d); err != nil || len(d.Steps) != 1 {
+			t.Fatalf("host detail: %v (%d steps)", err, len(d.Steps))
+		}
+		return d.Steps[0]
+	}
+	d := newFakeNet()
+	reg, err := driver.NewRegistry(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, astop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(actx, Config{StateDir: stateDir, GossipAddr: freeAddr(t), GossipProfile: "fast",
+			FactsInterval: time.Second, Logger: log.With("who", "agent"), Drivers: reg})
+	}()
+	defer func() {
+		astop()
+		if err := <-done; err != nil {
+			t.Errorf("agent Run: %v", err)
+		}
+	}()
+
+	var r plan.Record
+	poll.Until(t, 30*time.Second, "quick run recorded", func() error {
+		if r = step(); r.State != plan.Succeeded {
+			return fmt.Errorf("step is %s", r.State)
+		}
+		return nil
+	})
+	if n := commands("StepStart"); n != 0 {
+		t.Fatalf("a quick run wrote %d StepStart commands, want 0", n)
+	}
+	if n := commands("StepResult"); n != 1 {
+		t.Fatalf("a quick run wrote %d StepResult commands, want 1", n)
+	}
+	if r.StartedAt.IsZero() || r.StartedAt.After(r.FinishedAt) || r.FinishedAt.Sub(r.StartedAt) > startGrace+time.Second || r.RunID == "" || r.RunID != r.FinishedRunID {
+		t.Fatalf("quick run recorded as started %v, finished %v, run %q/%q", r.StartedAt, r.FinishedAt, r.RunID, r.FinishedRunID)
+	}
+
+	const slow = startGrace + 2*time.Second
+	d.mu.Lock()
+	d.delay = slow
+	d.mu.Unlock()
+	apply(t, ctx, tc.admin, hostYAML(1500))
+	poll.Until(t, 30*time.Second, "slow run shown Running", func() error {
+		if r = step(); r.State != plan.Running {
+			return fmt.Errorf("step is %s", r.State)
+		}
+		return nil
+	})
+	poll.Until(t, 30*time.Second, "slow run recorded", func() error {
+		if r = step(); r.State != plan.Succeeded || r.AppliedHash != r.InputsHash {
+			return fmt.Errorf("step is %s", r.State)
+		}
+		return nil
+	})
+	if n := commands("StepStart"); n != 1 {
+		t.Fatalf("a slow run wrote %d StepStart commands, want 1", n)
+	}
+	if took := r.FinishedAt.Sub(r.StartedAt); took < slow {
+		t.Fatalf("slow run recorded as taking %v", took)
+	}
+	if applies, _ := d.counts(); applies != 2 {
+		t.Fatalf("applies = %d, want 2", applies)
+	}
 }
 
 type notes struct {

@@ -33,11 +33,14 @@ type Pending struct {
 	RunID      string        `json:"runID,omitempty"`
 	Result     driver.Result `json:"result"`
 	SavedAt    time.Time     `json:"savedAt"`
+	// Unstarted: the run's start was not recorded (wire.StepReport.Unstarted).
+	Unstarted bool          `json:"unstarted,omitempty"`
+	Took      time.Duration `json:"took,omitempty"`
 }
 
 // Report is the result report this pending result is delivered as.
 func (p Pending) Report() wire.StepReport {
-	return wire.StepReport{ID: p.ID, InputsHash: p.InputsHash, RunID: p.RunID, Result: &p.Result}
+	return wire.StepReport{ID: p.ID, InputsHash: p.InputsHash, RunID: p.RunID, Result: &p.Result, Unstarted: p.Unstarted, Took: p.Took}
 }
 
 // pendingStore keeps one file per step in a directory (0700, files 0600: outputs

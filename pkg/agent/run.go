@@ -174,22 +174,6 @@ func (a *agent) do(ctx context.Context, method, path string, in, out any) (uint6
 	return a.client().Do(ctx, method, path, in, out)
 }
 
-// postRetry posts until the coordinator answers, retrying while it cannot be reached
-// or has no leader. It returns the coordinator's final error, or ctx's.
-func (a *agent) postRetry(ctx context.Context, path string, in any) error {
-	bo := newBackoff(500*time.Millisecond, 15*time.Second)
-	for {
-		_, err := a.do(ctx, "POST", path, in, nil)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return err
-		}
-		a.log.Warn("coordinator unavailable; retrying", "path", path, "err", err)
-		if !bo.wait(ctx) {
-			return ctx.Err()
-		}
-	}
-}
-
 func (a *agent) markReady() {
 	a.readyOnce.Do(func() { close(a.ready) })
 }

@@ -399,39 +399,55 @@ func (a *agent) setSnapshot(s wire.AgentSteps) {
 	a.snap = &s
 }
 
-// runStep tells the coordinator the step starts, runs it and reports the result.
+// startGrace is how long a run goes unreported. A run that ends sooner is reported
+// by its result alone (wire.StepReport.Unstarted): one write on the coordinators
+// instead of two, and no wake-up of this host's query for the start. A longer run
+// reports its start when the grace ends, so the site shows it Running.
+const startGrace = time.Second
+
+// runStep runs the step, telling the coordinator it started if it outlasts
+// startGrace, and reports the result. A step listed Running (a run cut short
+// here) is claimed first: its old run's claim would make a result alone stale.
 // A recorded result comes with its log index (0: the coordinator did not say).
 func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64) {
 	runID := newRunID()
 	log := a.log.With("step", st.ID, "kind", st.Kind, "inputsHash", st.InputsHash, "run", runID)
-	err := a.postRetry(ctx, wire.PathAgentStart, wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: runID})
-	switch {
-	case ctx.Err() != nil:
-		return ranStep, 0
-	case client.StatusOf(err) == http.StatusConflict || client.StatusOf(err) == http.StatusNotFound:
-		log.Info("step changed on the coordinator before it started; refetching", "reason", err)
-		return stale, 0
-	case err != nil:
-		log.Error("coordinator refused the start of a step", "err", err)
-		return rejected, 0
+	rep := wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: runID}
+	var late *lateStart
+	if st.State == plan.Running {
+		if _, err := a.postStart(ctx, rep, nil); err != nil {
+			return refusedStart(ctx, log, err), 0
+		}
+	} else {
+		late = a.startLate(ctx, rep)
 	}
 	a.drift.forget(st.ID)
 	log.Info("step started", "attempt", st.Attempts+1)
 	began := time.Now()
 	res := a.execute(ctx, st)
+	took := time.Since(began)
+	started := late == nil
+	if late != nil {
+		var err error
+		if started, err = late.end(); err != nil {
+			return refusedStart(ctx, log, err), 0
+		}
+	}
 	if ctx.Err() != nil {
-		// Not the step's failure: it stays Running and runs again after restart.
+		// Not the step's failure: it stays as it was and runs again after restart.
 		log.Info("step interrupted by shutdown; it will run again")
 		return ranStep, 0
 	}
-	took := time.Since(began).Round(time.Millisecond)
 	if res.OK() {
-		log.Info("step succeeded", "changes", len(res.Changes), "took", took)
+		log.Info("step succeeded", "changes", len(res.Changes), "took", took.Round(time.Millisecond))
 	} else {
 		// Driver errors are written for reports (the coordinator shows them too).
-		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took)
+		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took.Round(time.Millisecond))
 	}
 	p := Pending{ID: st.ID, Kind: st.Kind, InputsHash: st.InputsHash, RunID: runID, Result: res}
+	if !started {
+		p.Unstarted, p.Took = true, took
+	}
 	saved, err := a.pending.Put(p)
 	if err != nil {
 		// Still report it: losing the file only loses crash safety, not the result.
@@ -439,6 +455,78 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64
 		saved = p
 	}
 	return a.deliver(ctx, log, saved, false)
+}
+
+// refusedStart is how a run whose start the coordinator did not record ends.
+func refusedStart(ctx context.Context, log *slog.Logger, err error) outcome {
+	switch {
+	case ctx.Err() != nil:
+		return ranStep
+	case client.StatusOf(err) == http.StatusConflict || client.StatusOf(err) == http.StatusNotFound:
+		log.Info("step changed on the coordinator before it started; refetching", "reason", err)
+		return stale
+	default:
+		log.Error("coordinator refused the start of a step", "err", err)
+		return rejected
+	}
+}
+
+// postStart reports a run's start, retrying while no coordinator can take it, until
+// over closes (nil: never). It returns whether the start was recorded; an error is
+// a refusal or the end of ctx. Given up because the run is over, the start is
+// uncertain: the result then starts the run too (plan.Ran accepts either).
+func (a *agent) postStart(ctx context.Context, rep wire.StepReport, over <-chan struct{}) (bool, error) {
+	bo := newBackoff(500*time.Millisecond, 15*time.Second)
+	for {
+		_, err := a.do(ctx, "POST", wire.PathAgentStart, rep, nil)
+		if err == nil {
+			return true, nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return false, err
+		}
+		a.log.Warn("coordinator unavailable; retrying", "path", wire.PathAgentStart, "err", err)
+		select {
+		case <-over:
+			return false, nil
+		default:
+		}
+		if !bo.wait(ctx) {
+			return false, ctx.Err()
+		}
+	}
+}
+
+// lateStart reports a run's start once the run outlasts startGrace. The run's
+// owner calls end, which waits for a report under way.
+type lateStart struct {
+	timer  *time.Timer
+	over   chan struct{} // closed by end
+	done   chan struct{} // closed when a report that began has ended
+	posted bool
+	err    error
+}
+
+func (a *agent) startLate(ctx context.Context, rep wire.StepReport) *lateStart {
+	l := &lateStart{over: make(chan struct{}), done: make(chan struct{})}
+	began := time.Now()
+	l.timer = time.AfterFunc(startGrace, func() {
+		defer close(l.done)
+		rep.Took = time.Since(began)
+		l.posted, l.err = a.postStart(ctx, rep, l.over)
+	})
+	return l
+}
+
+// end says the run is over. It returns whether the coordinator recorded its start,
+// or why it refused it; a start not yet due is never sent.
+func (l *lateStart) end() (bool, error) {
+	close(l.over)
+	if l.timer.Stop() {
+		return false, nil
+	}
+	<-l.done
+	return l.posted, l.err
 }
 
 // newRunID names one run of a step: the coordinator counts its result once.
@@ -521,13 +609,22 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 	}
 }
 
-// awaitsResult asks the coordinator whether the step is Running with p's inputs.
+// awaitsResult asks the coordinator whether the step still waits for p: it is
+// Running with p's inputs, or, for a run whose start was not recorded, in any state
+// a run may end from (a Failed step may hold p's own result already: the run ID
+// makes a second delivery count once).
 func (a *agent) awaitsResult(ctx context.Context, p Pending) (bool, error) {
 	var st wire.AgentStep
 	if _, err := a.do(ctx, "GET", wire.PathAgentSteps+"/"+p.ID, nil, &st); err != nil {
 		return false, err
 	}
-	return st.State == plan.Running && st.InputsHash == p.InputsHash, nil
+	if st.InputsHash != p.InputsHash {
+		return false, nil
+	}
+	if p.Unstarted {
+		return st.State == plan.Ready || st.State == plan.Running || st.State == plan.Failed, nil
+	}
+	return st.State == plan.Running, nil
 }
 
 // replayPending delivers results a previous run persisted but may not have reported,

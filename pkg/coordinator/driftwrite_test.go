@@ -2,10 +2,13 @@ package coordinator_test
 
 import (
 	"bytes"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -45,6 +48,13 @@ spec:
 	}
 	st := steps.Steps[0]
 	rep := wire.StepReport{ID: st.ID, InputsHash: st.InputsHash, RunID: "r1"}
+	for _, path := range []string{wire.PathAgentStart, wire.PathAgentResult} {
+		bad := rep
+		bad.Took, bad.Unstarted, bad.Result = -time.Second, true, &driver.Result{}
+		if _, err := agent.Do(c.ctx, "POST", path, bad, nil); client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "took: -1s is negative") {
+			t.Fatalf("%s with a negative took: %v, want 400 naming took", path, err)
+		}
+	}
 	if _, err := agent.Do(c.ctx, "POST", wire.PathAgentStart, rep, nil); err != nil {
 		t.Fatal(err)
 	}

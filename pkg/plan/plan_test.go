@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -326,5 +327,55 @@ func TestFinishCountsEachRunOnce(t *testing.T) {
 	r, _ = Start(r, "h", "run-2", t0.Add(time.Second))
 	if _, err := Finish(r, "h", "run-3", fail, t0, p); err == nil {
 		t.Fatal("result of an unknown run accepted")
+	}
+}
+
+// A run reported only by its result (it finished within the agent's start grace)
+// starts and finishes the step in one change, counts once when delivered twice, and
+// never takes over a run another start claimed.
+func TestRanStartsAndFinishes(t *testing.T) {
+	p := Policy{MaxAttempts: 2, RetryBase: time.Second, RetryMax: time.Minute}
+	ok := driver.Result{Changes: []string{"c"}}
+	fail := driver.Result{Error: "boom", Retryable: true}
+	ready := Record{Step: step("a/x", "h"), State: Ready}
+	now := t0.Add(time.Minute)
+	tests := []struct {
+		name      string
+		r         Record
+		hash, run string
+		res       driver.Result
+		took      time.Duration
+		state     State
+		attempts  int
+		stale     bool
+	}{
+		{"ready, success", ready, "h", "r1", ok, 2 * time.Second, Succeeded, 0, false},
+		{"ready, failure", ready, "h", "r1", fail, 0, Failed, 1, false},
+		{"retry due, last attempt", Record{Step: step("a/x", "h"), State: Failed, Attempts: 1, RetryAt: now, RunID: "r0", FinishedRunID: "r0"}, "h", "r1", fail, 0, Blocked, 2, false},
+		{"retry not due", Record{Step: step("a/x", "h"), State: Failed, Attempts: 1, RetryAt: now.Add(time.Second)}, "h", "r1", ok, 0, Failed, 1, true},
+		{"running under this run (resumed)", Record{Step: step("a/x", "h"), State: Running, RunID: "r1"}, "h", "r1", ok, 0, Succeeded, 0, false},
+		{"running under another run", Record{Step: step("a/x", "h"), State: Running, RunID: "r0"}, "h", "r1", ok, 0, Running, 0, true},
+		{"old inputs", ready, "old", "r1", ok, 0, Ready, 0, true},
+		{"pending", Record{Step: step("a/x", "h"), State: Pending}, "h", "r1", ok, 0, Pending, 0, true},
+		{"succeeded since, other run", Record{Step: step("a/x", "h"), State: Succeeded, FinishedRunID: "r0"}, "h", "r1", ok, 0, Succeeded, 0, true},
+		{"delivered twice", Record{Step: step("a/x", "h"), State: Succeeded, FinishedRunID: "r1", RunID: "r1"}, "h", "r1", ok, 0, Succeeded, 0, false},
+		{"delivered twice after a failure", Record{Step: step("a/x", "h"), State: Failed, Attempts: 1, RetryAt: now.Add(time.Hour), FinishedRunID: "r1", RunID: "r1"}, "h", "r1", fail, 0, Failed, 1, false},
+	}
+	for _, tt := range tests {
+		got, err := Ran(tt.r, tt.hash, tt.run, tt.res, tt.took, now, p)
+		var se *StaleError
+		if tt.stale != errors.As(err, &se) || (err != nil && !tt.stale) {
+			t.Errorf("%s: err %v, want stale %v", tt.name, err, tt.stale)
+			continue
+		}
+		if got.State != tt.state || got.Attempts != tt.attempts {
+			t.Errorf("%s: state %s attempts %d, want %s %d", tt.name, got.State, got.Attempts, tt.state, tt.attempts)
+		}
+		if tt.stale || tt.r.FinishedRunID == tt.run {
+			continue
+		}
+		if got.RunID != tt.run || got.FinishedRunID != tt.run || !got.FinishedAt.Equal(now) || !got.StartedAt.Equal(now.Add(-tt.took)) {
+			t.Errorf("%s: run %q finished run %q, started %v finished %v", tt.name, got.RunID, got.FinishedRunID, got.StartedAt, got.FinishedAt)
+		}
 	}
 }

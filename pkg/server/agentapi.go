@@ -270,11 +270,7 @@ func ownHost(r *http.Request, host string) error {
 
 func (s *Server) stepOwner(id string) string {
 	var host string
-	s.cfg.Store.Read(func(v state.View) {
-		if r, ok := v.Step(id); ok {
-			host = r.Host
-		}
-	})
+	s.cfg.Store.Read(func(v state.View) { host = v.StepHost(id) })
 	return host
 }
 
@@ -295,11 +291,18 @@ func (s *Server) agentStart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.propose(r.Context(), state.CmdStepStart, state.StepStart{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, RunID: rep.RunID}); err != nil {
+	if rep.Took < 0 {
+		return tookNegative(rep.Took)
+	}
+	if err := s.propose(r.Context(), state.CmdStepStart, state.StepStart{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, RunID: rep.RunID, Took: rep.Took}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
 	return nil
+}
+
+func tookNegative(d time.Duration) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf("took: %s is negative; want how long the run has gone", d)}
 }
 
 func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
@@ -310,7 +313,10 @@ func (s *Server) agentResult(w http.ResponseWriter, r *http.Request) error {
 	if rep.Result == nil {
 		return &httpError{http.StatusBadRequest, "result: required"}
 	}
-	cmd := state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, RunID: rep.RunID, Result: *rep.Result}
+	if rep.Took < 0 {
+		return tookNegative(rep.Took)
+	}
+	cmd := state.StepResult{ID: rep.ID, Host: identity(r).Name, InputsHash: rep.InputsHash, RunID: rep.RunID, Result: *rep.Result, Unstarted: rep.Unstarted, Took: rep.Took}
 	if len(cmd.Result.Outputs) > 0 {
 		names := make(map[string]string, len(cmd.Result.Outputs))
 		for k, v := range cmd.Result.Outputs {

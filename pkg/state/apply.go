@@ -437,6 +437,7 @@ func (a *applier) stepStart(b StepStart) error {
 	if err != nil {
 		return err
 	}
+	r.StartedAt = a.now.Add(-max(b.Took, 0))
 	a.putStep(r)
 	return nil
 }
@@ -447,7 +448,11 @@ func (a *applier) stepResult(b StepResult) error {
 		return err
 	}
 	before := r.State
-	r, err = plan.Finish(r, b.InputsHash, b.RunID, b.Result, a.now, a.policy())
+	if b.Unstarted {
+		r, err = plan.Ran(r, b.InputsHash, b.RunID, b.Result, b.Took, a.now, a.policy())
+	} else {
+		r, err = plan.Finish(r, b.InputsHash, b.RunID, b.Result, a.now, a.policy())
+	}
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,8 @@ type StepStart struct {
 	Host       string `json:"host"`
 	InputsHash string `json:"inputsHash"`
 	RunID      string `json:"runID,omitempty"`
+	// Took is how long the run has gone already (the agent's start grace).
+	Took time.Duration `json:"took,omitempty"`
 }
 
 // StepResult reports the outcome of a run. It is the log's command, kept apart from
@@ -154,6 +156,10 @@ type StepResult struct {
 	// Outputs are the result's outputs sealed by the proposer; Result.Outputs then
 	// holds only their names (values "sealed"), so no plaintext reaches the log.
 	Outputs []SecretRecord `json:"outputs,omitempty"`
+	// Unstarted says no StepStart was sent for this run (it finished within the
+	// agent's start grace): the result starts the run too (plan.Ran), Took before.
+	Unstarted bool          `json:"unstarted,omitempty"`
+	Took      time.Duration `json:"took,omitempty"`
 }
 
 // StepDrift reports a periodic re-observation of a finished step.

@@ -680,6 +680,10 @@ func (v View) Step(id string) (plan.Record, bool) {
 	return clone(r), ok
 }
 
+// StepHost returns the host a step belongs to ("" if there is no such step),
+// without Step's deep copy: every agent report asks it.
+func (v View) StepHost(id string) string { return v.t.Steps[id].Host }
+
 // Events returns events with ID > after, oldest first, of the newest MaxEvents.
 func (v View) Events(after uint64) []Event {
 	out := []Event{}

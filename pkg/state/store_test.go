@@ -255,6 +255,48 @@ func TestUnknownAndNewerCommandsAreRefused(t *testing.T) {
 	}
 }
 
+// A run whose start was never recorded (it ended within the agent's start grace)
+// is started and finished by its result: one command, which moves the step and
+// its conditions as start and result did, counts once when delivered twice, and
+// never takes over a run another start claimed.
+func TestUnstartedResult(t *testing.T) {
+	l := newLog(t)
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0")})
+	enrolled(l, "c0")
+	id := "c0/host.network"
+	st, _ := l.view().Step(id)
+	res := StepResult{ID: id, Host: "c0", InputsHash: st.InputsHash, RunID: "r1", Result: driver.Result{Changes: []string{"mtu"}}, Unstarted: true, Took: 300 * time.Millisecond}
+	l.must(CmdStepResult, res)
+	r, _ := l.view().Step(id)
+	if r.State != plan.Succeeded || r.FinishedRunID != "r1" || !r.FinishedAt.Equal(l.clock) || !r.StartedAt.Equal(l.clock.Add(-300*time.Millisecond)) {
+		t.Fatalf("after a result alone: %s, run %q, started %v finished %v (now %v)", r.State, r.FinishedRunID, r.StartedAt, r.FinishedAt, l.clock)
+	}
+	site, _ := l.view().Site()
+	if c := plan.Find(site.Site.Status.Conditions, api.ConditionReconciling); c.Status != api.ConditionFalse {
+		t.Fatalf("site Reconciling after the only step ran: %+v", c)
+	}
+	l.must(CmdStepResult, res) // delivered twice
+	if again, _ := l.view().Step(id); again.ModifyIndex != r.ModifyIndex {
+		t.Fatalf("a second delivery changed the step (index %d -> %d)", r.ModifyIndex, again.ModifyIndex)
+	}
+
+	l.must(CmdStepDrift, StepDrift{ID: id, Host: "c0", InputsHash: st.InputsHash, Changes: []string{"mtu 1500 -> 1400"}})
+	l.must(CmdStepStart, StepStart{ID: id, Host: "c0", InputsHash: st.InputsHash, RunID: "r2", Took: time.Second})
+	if r, _ := l.view().Step(id); r.State != plan.Running || !r.StartedAt.Equal(l.clock.Add(-time.Second)) {
+		t.Fatalf("late start: %s, started %v (now %v)", r.State, r.StartedAt, l.clock)
+	}
+	other := res
+	other.RunID = "r3"
+	if err := l.apply(CmdStepResult, other); err == nil {
+		t.Fatal("a result alone took over another run's claim")
+	}
+	res.RunID = "r2"
+	l.must(CmdStepResult, res) // the claimed run, its start uncertain to the agent
+	if r, _ := l.view().Step(id); r.State != plan.Succeeded || r.FinishedRunID != "r2" {
+		t.Fatalf("claimed run's result: %s, run %q", r.State, r.FinishedRunID)
+	}
+}
+
 // Determinism: the same log applied to two stores, and a snapshot restored into a
 // third, give byte-identical state — every table is in the snapshot.
 func TestDeterminismAndSnapshotRoundTrip(t *testing.T) {

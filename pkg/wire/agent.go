@@ -67,6 +67,12 @@ type StepReport struct {
 	RunID   string         `json:"runID,omitempty"`
 	Result  *driver.Result `json:"result,omitempty"`
 	Changes []string       `json:"changes,omitempty"`
+	// Unstarted, on a result, says the run's start was not recorded: the agent
+	// reports a start only for a run that outlasts its start grace, so a quick step
+	// costs the coordinators one write, not two. The result starts the run too.
+	Unstarted bool `json:"unstarted,omitempty"`
+	// Took is how long the run has gone (a start) or took (a result); not negative.
+	Took time.Duration `json:"took,omitempty"`
 }
 
 // FactsReport carries host facts and their hash.
