@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -187,6 +188,12 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 						}
 					})
 				}
+				pwg.Go(func() {
+					path := filepath.Join(dir, "agents-cpu.pprof")
+					if err := selfProfile(ctx, path, o.profile); err != nil {
+						fmt.Printf("    agents' profile: %v\n", err)
+					}
+				})
 				pwg.Wait()
 			}()
 		}
@@ -277,6 +284,29 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		return nil, err
 	}
 	return res, nil
+}
+
+// selfProfile writes this process's CPU profile (the agents') of the next secs
+// seconds to path.
+func selfProfile(ctx context.Context, path string, secs int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(time.Duration(secs) * time.Second):
+	case <-ctx.Done():
+	}
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("    CPU profile (%ds): %s\n", secs, path)
+	return nil
 }
 
 // cpuProfile writes a coordinator's CPU profile of the next secs seconds to path.

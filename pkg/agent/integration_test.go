@@ -370,6 +370,11 @@ func TestIntegrationStartReportedOnlyForLongRuns(t *testing.T) {
 	if r.StartedAt.IsZero() || r.StartedAt.After(r.FinishedAt) || r.FinishedAt.Sub(r.StartedAt) > startGrace+time.Second || r.RunID == "" || r.RunID != r.FinishedRunID {
 		t.Fatalf("quick run recorded as started %v, finished %v, run %q/%q", r.StartedAt, r.FinishedAt, r.RunID, r.FinishedRunID)
 	}
+	// Delivered at once, a quick run's result never went to disk.
+	pending := filepath.Join(stateDir, pendingDir)
+	if _, err := os.Stat(pending); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pending results directory after a quick run: %v, want none made", err)
+	}
 
 	const slow = startGrace + 2*time.Second
 	d.mu.Lock()
@@ -396,6 +401,10 @@ func TestIntegrationStartReportedOnlyForLongRuns(t *testing.T) {
 	}
 	if applies, _ := d.counts(); applies != 2 {
 		t.Fatalf("applies = %d, want 2", applies)
+	}
+	// A slow run's result was written before it was reported, and removed after.
+	if ents, err := os.ReadDir(pending); err != nil || len(ents) != 0 {
+		t.Fatalf("pending results after a slow run: %v, %v; want an empty directory", ents, err)
 	}
 }
 

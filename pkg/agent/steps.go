@@ -448,13 +448,25 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64
 	if !started {
 		p.Unstarted, p.Took = true, took
 	}
+	// A quick run's result goes to disk only if its first delivery fails or the
+	// agent stops: lost in a crash, it costs a re-run of an idempotent step that
+	// took under startGrace. A longer run's, or one with outputs, is written first.
+	if took >= startGrace || len(res.Outputs) > 0 {
+		p = a.persist(log, p)
+	}
+	return a.deliver(ctx, log, p, false)
+}
+
+// persist writes p durably before it is reported again, returning it with its Seq;
+// on failure p is returned as it was (and reported all the same: losing the file
+// only loses crash safety, not the result).
+func (a *agent) persist(log *slog.Logger, p Pending) Pending {
 	saved, err := a.pending.Put(p)
 	if err != nil {
-		// Still report it: losing the file only loses crash safety, not the result.
 		log.Error("could not persist result before reporting it", "err", err)
-		saved = p
+		return p
 	}
-	return a.deliver(ctx, log, saved, false)
+	return saved
 }
 
 // refusedStart is how a run whose start the coordinator did not record ends.
@@ -547,14 +559,18 @@ func (a *agent) execute(ctx context.Context, st wire.AgentStep) driver.Result {
 	return a.cfg.Drivers.Run(ctx, st.Kind, st.Inputs)
 }
 
-// deliver reports a persisted result until a coordinator accepts or refuses it, then
-// forgets it. After an uncertain attempt (network error, no leader) or on replay
-// after a restart, it first asks whether the step still waits for this result —
-// Running with the same inputs — so a result the leader already committed is not
-// counted twice. It returns how delivery ended and a recorded result's log index.
+// deliver reports a result until a coordinator accepts or refuses it, then forgets
+// it. A result not yet on disk (a quick run's) is written there before a retry or
+// when the agent stops. After an uncertain attempt (network error, no leader) or on
+// replay after a restart, it first asks whether the step still waits for this
+// result (awaitsResult), so a result the leader already committed is not counted
+// twice. It returns how delivery ended and a recorded result's log index.
 func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify bool) (outcome, uint64) {
 	bo := newBackoff(500*time.Millisecond, 30*time.Second)
 	done := func() {
+		if p.Seq == 0 { // never written
+			return
+		}
 		if err := a.pending.Delete(p.ID, p.Seq); err != nil {
 			log.Error("could not remove delivered result", "err", err)
 		}
@@ -591,6 +607,9 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 			done()
 			return recorded, at
 		case ctx.Err() != nil:
+			if p.Seq == 0 {
+				a.persist(log, p)
+			}
 			return ranStep, 0 // stays pending; replayed at start-up
 		case client.StatusOf(err) == http.StatusConflict:
 			log.Info("result is stale (inputs or state changed); dropped", "reason", err)
@@ -602,6 +621,9 @@ func (a *agent) deliver(ctx context.Context, log *slog.Logger, p Pending, verify
 			return rejected, 0
 		}
 		log.Warn("result not delivered; retrying", "err", err)
+		if p.Seq == 0 {
+			p = a.persist(log, p)
+		}
 		if !bo.wait(ctx) {
 			return ranStep, 0
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -260,7 +261,7 @@ func stepMsg(host string, r *Record, n int) string {
 	default:
 		what = string(r.State)
 		if len(r.Deps) > 0 && r.State == Pending {
-			what += fmt.Sprintf(" (waiting on %v)", r.Deps)
+			what += " (waiting on " + listSome(r.Deps, msgDeps) + ")"
 		}
 		if len(r.Drift) > 0 {
 			what += fmt.Sprintf(", repairing drift: %v", r.Drift)
@@ -271,6 +272,19 @@ func stepMsg(host string, r *Record, n int) string {
 		msg += " (and " + strconv.Itoa(n-1) + " more)"
 	}
 	return msg
+}
+
+// msgDeps bounds the dependencies a message lists: a site-wide step (the first
+// controller's, after every node) waits on one per host, and its message is
+// rebuilt at each of that host's commands.
+const msgDeps = 3
+
+// listSome formats the first n of l as %v would ("[a b c]"), then how many more.
+func listSome(l []string, n int) string {
+	if len(l) <= n {
+		return "[" + strings.Join(l, " ") + "]"
+	}
+	return "[" + strings.Join(l[:n], " ") + "] and " + strconv.Itoa(len(l)-n) + " more"
 }
 
 func lastErr(r *Record) string {

@@ -205,6 +205,8 @@ func TestHostConditions(t *testing.T) {
 		{"blocked step named", HostView{Name: "h1", Enrolled: true, Reachable: api.ConditionTrue, Steps: []Record{ok, bad}}, api.ConditionFalse, "StepBlocked", "host h1 step k.ovs: blocked after 5 attempt(s): dpdk_initialized=false"},
 		{"unreachable wins", HostView{Name: "h1", Enrolled: true, Reachable: api.ConditionFalse, ReachableMsg: "gossip: dead", Steps: []Record{ok}}, api.ConditionFalse, "Unreachable", "gossip: dead"},
 		{"reachability unknown", HostView{Name: "h1", Enrolled: true, Steps: []Record{ok}}, api.ConditionUnknown, "ReachabilityUnknown", ""},
+		{"dependencies named", HostView{Name: "h1", Enrolled: true, Reachable: api.ConditionTrue, Steps: []Record{{Step: step("h1/lbl", "1", "n1/join", "n2/join"), State: Pending}}}, api.ConditionFalse, "Reconciling", "host h1 step k.lbl: Pending (waiting on [n1/join n2/join])"},
+		{"many dependencies bounded", HostView{Name: "h1", Enrolled: true, Reachable: api.ConditionTrue, Steps: []Record{{Step: step("h1/lbl", "1", "n1/join", "n2/join", "n3/join", "n4/join", "n5/join"), State: Pending}}}, api.ConditionFalse, "Reconciling", "host h1 step k.lbl: Pending (waiting on [n1/join n2/join n3/join] and 2 more)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
