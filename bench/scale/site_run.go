@@ -203,6 +203,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 			lag.finish()
 			return fmt.Errorf("%s: apply: %w", name, err)
 		}
+		answered := time.Since(start)
 		if o.verbose {
 			var steps []plan.Record
 			var site *state.SiteRecord
@@ -246,7 +247,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		if profiled != nil {
 			<-profiled
 		}
-		fmt.Printf("  N=%d %-22s %8s  leader CPU %.1f s  (%d plan lines)\n", n, name, took.Round(10*time.Millisecond), cpu1-cpu0, len(resp.Plan))
+		fmt.Printf("  N=%d %-22s %8s  leader CPU %.1f s  (apply answered in %s, %d plan lines)\n", n, name, took.Round(10*time.Millisecond), cpu1-cpu0, answered.Round(10*time.Millisecond), len(resp.Plan))
 		if o.verbose {
 			for _, l := range resp.Plan[:min(len(resp.Plan), 12)] {
 				fmt.Println("     ", l)

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
 // DryRun applies one encoded command (Encode) with the FSM's own code to a copy of
@@ -19,12 +18,9 @@ func (s *Store) DryRun(data []byte) ([]string, error) {
 		return nil, fmt.Errorf("state: undecodable command: %w", err)
 	}
 	s.mu.RLock()
-	before, err := cloneTables(s.t)
+	before := planBase(s.t)
+	after, err := cloneTables(s.t)
 	s.mu.RUnlock()
-	if err != nil {
-		return nil, err
-	}
-	after, err := cloneTables(before)
 	if err != nil {
 		return nil, err
 	}
@@ -34,6 +30,39 @@ func (s *Store) DryRun(data []byte) ([]string, error) {
 		return nil, err
 	}
 	return Changes(View{before}, View{tmp.t}), nil
+}
+
+// planBase copies what Changes reads of t, shallowly: record structs (whose
+// scalars it compares) and step records by value, not what they point to, which
+// commands replace rather than change. One deep copy of the tables fewer per apply.
+func planBase(t *tables) *tables {
+	b := &tables{
+		Hosts:       make(map[string]*HostRecord, len(t.Hosts)),
+		Steps:       maps.Clone(t.Steps),
+		Allocations: slices.Clone(t.Allocations),
+		Apps:        make(map[string]*AppRecord, len(t.Apps)),
+	}
+	if t.Site != nil {
+		site := *t.Site
+		b.Site = &site
+	}
+	for n, h := range t.Hosts {
+		h := *h
+		b.Hosts[n] = &h
+	}
+	for n, r := range t.Apps {
+		r := copyApp(r)
+		b.Apps[n] = &r
+	}
+	return b
+}
+
+func setOf[T comparable](l []T) map[T]bool {
+	m := make(map[T]bool, len(l))
+	for _, x := range l {
+		m[x] = true
+	}
+	return m
 }
 
 // cloneTables deep-copies the state through its snapshot encoding.
@@ -73,8 +102,11 @@ func Changes(before, after View) []string {
 			out = append(out, fmt.Sprintf("~ site %s: spec changed (generation %d -> %d)", name, old.Site.Metadata.Generation, site.Site.Metadata.Generation))
 		}
 	}
-	for _, h := range after.Hosts() {
-		prev, ok := before.Host(h.Name)
+	// Read in place (Changes only reads): at a thousand hosts, copying every host
+	// and step record out of both states was most of an apply's dry run.
+	for _, name := range slices.Sorted(maps.Keys(after.t.Hosts)) {
+		h := after.t.Hosts[name]
+		prev, ok := before.t.Hosts[name]
 		switch {
 		case !h.Declared:
 			if ok && prev.Declared {
@@ -90,31 +122,26 @@ func Changes(before, after View) []string {
 			out = append(out, fmt.Sprintf("~ host %s: %s (generation %d -> %d)", h.Name, what, prev.Host.Metadata.Generation, h.Host.Metadata.Generation))
 		}
 	}
-	for _, h := range before.Hosts() {
-		if _, ok := after.Host(h.Name); !ok && h.Declared {
-			out = append(out, "- host "+h.Name)
+	for _, name := range slices.Sorted(maps.Keys(before.t.Hosts)) {
+		if _, ok := after.t.Hosts[name]; !ok && before.t.Hosts[name].Declared {
+			out = append(out, "- host "+name)
 		}
 	}
-	prevAllocs := before.Allocations()
-	for _, a := range after.Allocations() {
-		if !slices.Contains(prevAllocs, a) {
+	prevAllocs := setOf(before.t.Allocations)
+	nextAllocs := setOf(after.t.Allocations)
+	for _, a := range after.t.Allocations {
+		if !prevAllocs[a] {
 			out = append(out, fmt.Sprintf("+ address %s from network %s for host %s", a.Address, a.Network, a.Host))
 		}
 	}
-	nextAllocs := after.Allocations()
-	for _, a := range prevAllocs {
-		if !slices.Contains(nextAllocs, a) {
+	for _, a := range before.t.Allocations {
+		if !nextAllocs[a] {
 			out = append(out, fmt.Sprintf("- address %s from network %s for host %s", a.Address, a.Network, a.Host))
 		}
 	}
-	current := map[string]plan.Record{}
-	for _, r := range before.Steps("") {
-		current[r.ID] = r
-	}
-	next := map[string]plan.Record{}
-	for _, r := range after.Steps("") {
-		next[r.ID] = r
-		c, had := current[r.ID]
+	for _, id := range slices.Sorted(maps.Keys(after.t.Steps)) {
+		r := after.t.Steps[id]
+		c, had := before.t.Steps[id]
 		switch {
 		case !had:
 			out = append(out, fmt.Sprintf("+ step %s: %s", r.ID, string(r.Inputs)))
@@ -122,9 +149,9 @@ func Changes(before, after View) []string {
 			out = append(out, fmt.Sprintf("~ step %s: inputs %s -> %s: %s", r.ID, c.InputsHash, r.InputsHash, string(r.Inputs)))
 		}
 	}
-	for _, r := range before.Steps("") {
-		if _, ok := next[r.ID]; !ok {
-			out = append(out, "- step "+r.ID)
+	for _, id := range slices.Sorted(maps.Keys(before.t.Steps)) {
+		if _, ok := after.t.Steps[id]; !ok {
+			out = append(out, "- step "+id)
 		}
 	}
 	out = append(out, appChanges(before, after)...)
