@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
 )
 
 // DryRun applies one encoded command (Encode) with the FSM's own code to a copy of
