@@ -63,6 +63,12 @@ const (
 // step kind table says the kind is Concurrent (kube.labels: one per node).
 const stepSlots = 3
 
+// concurrentSlots bounds the runs of Concurrent kinds, beside stepSlots: the first
+// controller labels every node, and at three at a time a site of a thousand nodes
+// waited on it long after the nodes were done. Each run is its own small API call
+// (and its own driver process), so eight overlap safely.
+const concurrentSlots = 8
+
 // busyWait bounds a blocking query while steps run, a second guard (after the
 // query a refused or stale run cuts short) against waiting out a full query for a
 // change that never comes.
@@ -190,11 +196,13 @@ func (a *agent) stepLoop(ctx context.Context) error {
 	return nil
 }
 
-// stepRuns tracks the steps an agent is running: at most stepSlots, never the same
-// step twice, never two of one kind (a driver instance serves one run at a time).
+// stepRuns tracks the steps an agent is running: at most stepSlots (and
+// concurrentSlots of Concurrent kinds), never the same step twice, never two of one
+// kind that is not Concurrent (a driver instance serves one run at a time).
 type stepRuns struct {
 	mu     sync.Mutex
 	ids    map[string]bool
+	conc   int // runs of Concurrent kinds among ids
 	kinds  map[string]int
 	ran    map[string]runMark // the last run of each step here
 	until  time.Time          // no new runs before this (the coordinator refused a report)
@@ -230,8 +238,16 @@ func newStepRuns() *stepRuns {
 func (r *stepRuns) start(st wire.AgentStep, ans answer) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ids[st.ID] || (r.kinds[st.Kind] > 0 && !concurrent(st.Kind)) || len(r.ids) >= stepSlots || time.Now().Before(r.until) || r.ran[st.ID].after(ans) {
+	conc := concurrent(st.Kind)
+	full := len(r.ids)-r.conc >= stepSlots || (r.kinds[st.Kind] > 0 && !conc)
+	if conc {
+		full = r.conc >= concurrentSlots
+	}
+	if r.ids[st.ID] || full || time.Now().Before(r.until) || r.ran[st.ID].after(ans) {
 		return false
+	}
+	if conc {
+		r.conc++
 	}
 	r.ids[st.ID] = true
 	r.kinds[st.Kind]++
@@ -276,6 +292,9 @@ func (m runMark) after(ans answer) bool {
 func (r *stepRuns) done(st wire.AgentStep, o outcome, at uint64) {
 	r.mu.Lock()
 	delete(r.ids, st.ID)
+	if concurrent(st.Kind) {
+		r.conc--
+	}
 	if o == recorded && at > 0 {
 		r.ran[st.ID] = runMark{index: at}
 	} else {

@@ -138,33 +138,46 @@ func TestStepRunsClaims(t *testing.T) {
 	r.wait()
 }
 
-// Steps of a Concurrent kind (kube.labels, one per node) run side by side, within
-// the slots; the kind stays busy until the last of them ends.
+// Steps of a Concurrent kind (kube.labels, one per node) run side by side, up to
+// concurrentSlots, beside the stepSlots of other kinds; the kind stays busy until
+// the last of them ends.
 func TestConcurrentKindRunsSideBySide(t *testing.T) {
 	r := newStepRuns()
 	asked := answer{index: 5, asked: time.Now()}
 	var ls []wire.AgentStep
-	for i := range stepSlots + 1 {
+	for i := range concurrentSlots + 1 {
 		ls = append(ls, wire.AgentStep{ID: fmt.Sprintf("c0/kube.labels/n%d", i), Kind: "kube.labels"})
 	}
-	for i, st := range ls[:stepSlots] {
+	for i, st := range ls[:concurrentSlots] {
 		if !r.start(st, asked) {
 			t.Fatalf("label run %d refused", i)
 		}
 	}
-	if r.start(ls[stepSlots], asked) {
-		t.Fatal("a concurrent kind took more than the slots")
+	if r.start(ls[concurrentSlots], asked) {
+		t.Fatal("a concurrent kind took more than its slots")
+	}
+	others := []wire.AgentStep{{ID: "c0/kube.vip", Kind: "kube.vip"}, {ID: "c0/images.import", Kind: "images.import"}, {ID: "c0/kube.binaries", Kind: "kube.binaries"}}
+	for _, st := range others {
+		if !r.start(st, asked) {
+			t.Fatalf("%s refused beside the label runs", st.ID)
+		}
+	}
+	if r.start(wire.AgentStep{ID: "c0/kube.health", Kind: "kube.health"}, asked) {
+		t.Fatalf("more than %d runs of other kinds", stepSlots)
 	}
 	r.done(ls[0], recorded, 1)
 	r.done(ls[1], recorded, 1)
-	if r.kinds["kube.labels"] != stepSlots-2 {
-		t.Fatalf("kind count %d after two of %d ended", r.kinds["kube.labels"], stepSlots)
+	if r.kinds["kube.labels"] != concurrentSlots-2 {
+		t.Fatalf("kind count %d after two of %d ended", r.kinds["kube.labels"], concurrentSlots)
 	}
-	for _, st := range ls[2:stepSlots] {
+	if !r.start(ls[concurrentSlots], asked) {
+		t.Fatal("a freed label slot refused")
+	}
+	for _, st := range append(ls[2:], others...) {
 		r.done(st, recorded, 1)
 	}
-	if _, busy := r.kinds["kube.labels"]; busy {
-		t.Fatal("the kind stays busy after its last run")
+	if _, busy := r.kinds["kube.labels"]; busy || r.conc != 0 || len(r.ids) != 0 {
+		t.Fatalf("after the last run: kinds %v, concurrent %d, ids %v", r.kinds, r.conc, r.ids)
 	}
 	r.wait()
 }
