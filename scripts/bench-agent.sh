@@ -10,12 +10,15 @@
 #   scripts/bench-agent.sh            IDLE=130 (seconds; two drift passes at 60 s)
 #   BASE=<git ref> scripts/bench-agent.sh
 #   PERF=1 scripts/bench-agent.sh      also profiles this tree's agent while idle
+#   PROFILE=fast scripts/bench-agent.sh  the coordinator's timing profile (default lan,
+#                                       a site's default: fast gossips 5x as often)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 BASE=${BASE:-bb8786e}
 IDLE=${IDLE:-130}
 TAGS=${TAGS:-ceph,pacific}
+PROFILE=${PROFILE:-lan}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-agent.XXXXXX")
 pids=()
@@ -40,7 +43,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 C="$work/new/plinth-coordinator"
 ID="$work/admin.json"
 api=127.0.0.1:$(port) join=127.0.0.1:$(port)
-"$C" init --site bench --profile fast --admin-identity "$ID" --name c0 --data-dir "$work/c0" \
+"$C" init --site bench --profile "$PROFILE" --admin-identity "$ID" --name c0 --data-dir "$work/c0" \
   --api-addr "$api" --join-addr "$join" --raft-addr 127.0.0.1:$(port) --gossip-addr 127.0.0.1:$(port) >/dev/null
 "$C" serve --data-dir "$work/c0" --log-level warn 2>"$work/c0.log" &
 pids+=($!)
@@ -129,4 +132,4 @@ row "idle CPU, % of a core (+children)" "$bc %" "$nc %" "$(ratio "$bc" "$nc")"
 echo
 echo "Idle window ${IDLE}s after both hosts' steps succeeded; CPU counts the agent and the drivers"
 echo "processes it waited for (drift passes every 60 s). Both agents gossip (lan profile) with one"
-echo "coordinator on loopback; RSS is VmRSS/VmHWM from /proc."
+echo "coordinator on loopback (its profile: $PROFILE); RSS is VmRSS/VmHWM from /proc."
