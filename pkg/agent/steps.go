@@ -353,7 +353,7 @@ func (a *agent) fetchSteps(ctx context.Context, index uint64, wait time.Duration
 	prev, have := a.snapshot()
 	if index > 0 && have {
 		// a.snap is the answer at index (stepLoop sets both together): ask for a delta.
-		path += "&" + wire.QueryDelta + "=1"
+		path += "&" + wire.QueryDelta + "=1&" + wire.QuerySparse + "=1"
 	}
 	var out wire.AgentSteps
 	idx, err := a.client().Do(ctx, "GET", path, nil, &out)
@@ -385,6 +385,14 @@ func mergeSteps(prev, delta wire.AgentSteps, index uint64) (wire.AgentSteps, boo
 	if delta.Since != index {
 		return wire.AgentSteps{}, false
 	}
+	if delta.Sparse {
+		steps, ok := mergeSparse(prev.Steps, delta.Steps, delta.Withheld)
+		if !ok {
+			return wire.AgentSteps{}, false
+		}
+		delta.Steps, delta.Since, delta.Sparse, delta.Withheld = steps, 0, false, nil
+		return delta, true
+	}
 	held := make(map[string]wire.AgentStep, len(prev.Steps))
 	for _, st := range prev.Steps {
 		held[st.ID] = st
@@ -401,6 +409,50 @@ func mergeSteps(prev, delta wire.AgentSteps, index uint64) (wire.AgentSteps, boo
 	slices.SortFunc(steps, func(a, b wire.AgentStep) int { return strings.Compare(a.ID, b.ID) })
 	delta.Steps, delta.Since, delta.Unchanged = steps, 0, nil
 	return delta, true
+}
+
+// mergeSparse is prev, sorted by ID, with each step of changed in place of or
+// beside prev's copy and the withheld ones left out, in one pass: the first
+// controller of a large site holds a step per node and most deltas change one.
+// False if changed or withheld is out of ID order (the coordinators send both in
+// it) or names a step twice.
+func mergeSparse(prev, changed []wire.AgentStep, withheld []string) ([]wire.AgentStep, bool) {
+	for i := 1; i < len(changed); i++ {
+		if changed[i-1].ID >= changed[i].ID {
+			return nil, false
+		}
+	}
+	if !slices.IsSorted(withheld) {
+		return nil, false
+	}
+	byID := func(a, b wire.AgentStep) int { return strings.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(prev, byID) {
+		prev = slices.SortedFunc(slices.Values(prev), byID)
+	}
+	out := make([]wire.AgentStep, 0, len(prev)+len(changed))
+	i, j, k := 0, 0, 0
+	for i < len(prev) || j < len(changed) {
+		var st wire.AgentStep
+		switch {
+		case j == len(changed) || (i < len(prev) && prev[i].ID < changed[j].ID):
+			st = prev[i]
+			i++
+		case i == len(prev) || changed[j].ID < prev[i].ID:
+			st = changed[j]
+			j++
+		default: // the same step: the delta's copy
+			st = changed[j]
+			i, j = i+1, j+1
+		}
+		for k < len(withheld) && withheld[k] < st.ID {
+			k++
+		}
+		if k < len(withheld) && withheld[k] == st.ID {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, true
 }
 
 func (a *agent) snapshot() (wire.AgentSteps, bool) {

@@ -257,3 +257,54 @@ func TestMergeSteps(t *testing.T) {
 		t.Error("a delta naming a step not held was merged")
 	}
 }
+
+func TestMergeSparseSteps(t *testing.T) {
+	prev := wire.AgentSteps{Host: "h", Steps: []wire.AgentStep{
+		{ID: "h/a", State: plan.Succeeded}, {ID: "h/b", State: plan.Ready}, {ID: "h/c", State: plan.Ready}, {ID: "h/d", State: plan.Pending},
+	}}
+	show := func(s wire.AgentSteps) string {
+		var ids []string
+		for _, st := range s.Steps {
+			ids = append(ids, st.ID+":"+string(st.State))
+		}
+		return fmt.Sprint(ids)
+	}
+	for _, tc := range []struct {
+		name     string
+		prev     []wire.AgentStep
+		changed  []wire.AgentStep
+		withheld []string
+		want     string // "" refused
+	}{
+		{name: "nothing changed", want: "[h/a:Succeeded h/b:Ready h/c:Ready h/d:Pending]"},
+		{name: "one replaced", changed: []wire.AgentStep{{ID: "h/c", State: plan.Running}}, want: "[h/a:Succeeded h/b:Ready h/c:Running h/d:Pending]"},
+		{name: "first and last replaced", changed: []wire.AgentStep{{ID: "h/a", State: plan.Ready}, {ID: "h/d", State: plan.Ready}}, want: "[h/a:Ready h/b:Ready h/c:Ready h/d:Ready]"},
+		{name: "one no longer withheld", changed: []wire.AgentStep{{ID: "h/0", State: plan.Ready}, {ID: "h/bb", State: plan.Ready}, {ID: "h/z", State: plan.Ready}},
+			want: "[h/0:Ready h/a:Succeeded h/b:Ready h/bb:Ready h/c:Ready h/d:Pending h/z:Ready]"},
+		{name: "withheld dropped", withheld: []string{"h/a", "h/c", "h/zz"}, want: "[h/b:Ready h/d:Pending]"},
+		{name: "withheld beats a sent copy", changed: []wire.AgentStep{{ID: "h/b", State: plan.Running}}, withheld: []string{"h/b"}, want: "[h/a:Succeeded h/c:Ready h/d:Pending]"},
+		{name: "prev out of order", prev: []wire.AgentStep{{ID: "h/c", State: plan.Ready}, {ID: "h/a", State: plan.Ready}}, changed: []wire.AgentStep{{ID: "h/b", State: plan.Ready}}, want: "[h/a:Ready h/b:Ready h/c:Ready]"},
+		{name: "changed out of order", changed: []wire.AgentStep{{ID: "h/c"}, {ID: "h/b"}}},
+		{name: "changed twice", changed: []wire.AgentStep{{ID: "h/c"}, {ID: "h/c"}}},
+		{name: "withheld out of order", withheld: []string{"h/c", "h/b"}},
+	} {
+		p := prev
+		if tc.prev != nil {
+			p.Steps = tc.prev
+		}
+		before := show(p)
+		delta := wire.AgentSteps{Host: "h", Since: 7, Sparse: true, DriftCheckSeconds: 9, Steps: tc.changed, Withheld: tc.withheld}
+		got, ok := mergeSteps(p, delta, 7)
+		switch {
+		case tc.want == "" && ok:
+			t.Errorf("%s: merged %s; want a refusal", tc.name, show(got))
+		case tc.want != "" && !ok:
+			t.Errorf("%s: refused", tc.name)
+		case ok && (show(got) != tc.want || got.Since != 0 || got.Sparse || got.Withheld != nil || got.DriftCheckSeconds != 9):
+			t.Errorf("%s: merged %s %+v; want %s", tc.name, show(got), got, tc.want)
+		}
+		if show(p) != before {
+			t.Errorf("%s: the steps held changed: %s, were %s", tc.name, show(p), before)
+		}
+	}
+}

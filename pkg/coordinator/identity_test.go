@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,6 +370,19 @@ func TestForgedStepGetsNoSecret(t *testing.T) {
 			}
 			return nil
 		})
+		// A sparse delta names them withheld, so an agent holding an older copy drops it.
+		var full, delta wire.AgentSteps
+		at, err := a.clients[i].Do(c.ctx, "GET", wire.PathAgentSteps, nil, &full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := client.Blocking(wire.PathAgentSteps, at, 100*time.Millisecond) + "&" + wire.QueryDelta + "=1&" + wire.QuerySparse + "=1"
+		if _, err := a.clients[i].Do(c.ctx, "GET", path, nil, &delta); err != nil {
+			t.Fatal(err)
+		}
+		if want := slices.Sorted(maps.Keys(forged)); !delta.Sparse || len(delta.Steps) != 0 || !slices.Equal(delta.Withheld, want) {
+			t.Errorf("coordinator %d: sparse delta %+v; want none sent and %v withheld", i, delta, want)
+		}
 		for id, inputs := range forged {
 			_, err := a.clients[i].Do(c.ctx, "GET", wire.PathAgentSteps+"/"+id, nil, nil)
 			name := strings.TrimPrefix(inputs[firstKey(inputs)], "plinth-secret:")

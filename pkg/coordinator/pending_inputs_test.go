@@ -16,7 +16,37 @@ import (
 func TestPendingStepsCarryNoInputs(t *testing.T) {
 	c := newCluster(t)
 	ctl, wrk := c.enrol("node-1"), c.enrol("node-2")
-	c.apply(`apiVersion: plinth.dev/v1alpha1
+	c.apply(kubeSite)
+	for _, a := range []agentID{ctl, wrk} {
+		poll.Until(t, 20*time.Second, "steps of "+a.name, func() error {
+			var got wire.AgentSteps
+			if _, err := a.clients[0].Do(c.ctx, "GET", wire.PathAgentSteps, nil, &got); err != nil {
+				return err
+			}
+			pending, ready := 0, 0
+			for _, st := range got.Steps {
+				switch {
+				case st.State == plan.Pending || st.State == plan.Blocked:
+					if len(st.Inputs) != 0 {
+						t.Fatalf("%s: %s is %s but carries inputs %s", a.name, st.ID, st.State, st.Inputs)
+					}
+					pending++
+				case len(st.Inputs) == 0:
+					t.Fatalf("%s: %s is %s without inputs", a.name, st.ID, st.State)
+				default:
+					ready++
+				}
+			}
+			if pending == 0 || ready == 0 {
+				return fmt.Errorf("%s: %d pending, %d ready steps of %d", a.name, pending, ready, len(got.Steps))
+			}
+			return nil
+		})
+	}
+}
+
+// kubeSite declares a kube site of a controller and a worker, node-1 and node-2.
+const kubeSite = `apiVersion: plinth.dev/v1alpha1
 kind: Site
 metadata: {name: lab}
 spec:
@@ -48,31 +78,4 @@ spec:
   roles: [worker]
   managementAddress: 172.20.0.3
   interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]
-`)
-	for _, a := range []agentID{ctl, wrk} {
-		poll.Until(t, 20*time.Second, "steps of "+a.name, func() error {
-			var got wire.AgentSteps
-			if _, err := a.clients[0].Do(c.ctx, "GET", wire.PathAgentSteps, nil, &got); err != nil {
-				return err
-			}
-			pending, ready := 0, 0
-			for _, st := range got.Steps {
-				switch {
-				case st.State == plan.Pending || st.State == plan.Blocked:
-					if len(st.Inputs) != 0 {
-						t.Fatalf("%s: %s is %s but carries inputs %s", a.name, st.ID, st.State, st.Inputs)
-					}
-					pending++
-				case len(st.Inputs) == 0:
-					t.Fatalf("%s: %s is %s without inputs", a.name, st.ID, st.State)
-				default:
-					ready++
-				}
-			}
-			if pending == 0 || ready == 0 {
-				return fmt.Errorf("%s: %d pending, %d ready steps of %d", a.name, pending, ready, len(got.Steps))
-			}
-			return nil
-		})
-	}
-}
+`

@@ -38,14 +38,28 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 	// A delta against the answer the agent holds at its query's index: valid only for
 	// an index this coordinator has applied (records keep their index otherwise).
 	since, _, _ := blocking(r)
-	if r.URL.Query().Get(wire.QueryDelta) != "1" {
+	q := r.URL.Query()
+	if q.Get(wire.QueryDelta) != "1" {
 		since = 0
 	}
+	sparseOK := q.Get(wire.QuerySparse) == "1"
 	err := s.blockWatch(w, r, host, watch, func(v state.View) (any, uint64) {
 		if since > v.Index() {
 			since = 0
 		}
 		out := wire.AgentSteps{Since: since, Host: host, Steps: []wire.AgentStep{}, DriftCheckSeconds: v.DriftCheckSeconds()}
+		// Sparse: no step of the host was added or removed after since.
+		out.Sparse = since > 0 && sparseOK && v.HostStepSetIndex(host) <= since
+		unchanged := func(id string) {
+			if !out.Sparse {
+				out.Unchanged = append(out.Unchanged, id)
+			}
+		}
+		withheld := func(id string) {
+			if out.Sparse {
+				out.Withheld = append(out.Withheld, id)
+			}
+		}
 		idx, _ := v.HostIndex(host)
 		for _, name := range []string{state.GossipKeySecret, state.GossipNextKeySecret, state.GossipPrevKeySecret} {
 			if rec, ok := v.Secret(name); ok {
@@ -63,7 +77,7 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 			same := since > 0 && st.ModifyIndex <= since
 			refs := st.NeedsInputs() && bytes.Contains(st.Inputs, []byte(secretref.Prefix))
 			if same && !refs {
-				out.Unchanged = append(out.Unchanged, st.ID)
+				unchanged(st.ID)
 				return
 			}
 			if !st.NeedsInputs() {
@@ -75,16 +89,18 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 			if errors.As(err, &ge) {
 				// Never handed out; the agent sees the step as waiting.
 				refusals = append(refusals, refusal{ge, st.InputsHash})
+				withheld(st.ID)
 				return
 			}
 			if err != nil {
 				// The step cannot run until its secret exists; the agent sees it as
 				// waiting (watch wakes it when a secret is stored).
 				s.log.Warn("step inputs reference a missing secret", "step", st.ID, "err", err)
+				withheld(st.ID)
 				return
 			}
 			if same && used <= since {
-				out.Unchanged = append(out.Unchanged, st.ID)
+				unchanged(st.ID)
 				return
 			}
 			out.Steps = append(out.Steps, wire.AgentStepFrom(st, inputs))

@@ -225,6 +225,15 @@ func (a *applier) replan() error {
 		r, ok := next[id]
 		old, had := a.t.Steps[id]
 		switch {
+		case ok && had && old.Host != r.Host:
+			a.t.stepSet[old.Host], a.t.stepSet[r.Host] = a.idx, a.idx
+			a.t.watch[old.Host] = a.idx
+		case ok && !had:
+			a.t.stepSet[r.Host] = a.idx
+		case !ok && had:
+			a.t.stepSet[old.Host] = a.idx
+		}
+		switch {
 		case !ok:
 			if had {
 				a.t.watch[old.Host] = a.idx

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -90,4 +91,56 @@ func TestHostStepsIndexFollowsReplans(t *testing.T) {
 	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2")})
 	check(l.s, "w2 back")
 	check(snapshotRoundTrip(t, l.s), "after a snapshot")
+}
+
+// TestHostStepSetIndex: a host's step set index moves when, and only when, a
+// step of the host is added or removed (not when one runs or its inputs change),
+// and a decoded snapshot's floor stands in for the history it does not carry.
+func TestHostStepSetIndex(t *testing.T) {
+	l := newLog(t)
+	hosts := []string{"c0", "w1", "w2", "w3"}
+	sets := map[string]string{"c0": "[]", "w1": "[]", "w2": "[]", "w3": "[]"}
+	idxs := map[string]uint64{}
+	check := func(what string) {
+		t.Helper()
+		v := l.view()
+		for _, h := range hosts {
+			var ids []string
+			v.EachHostStep(h, func(r plan.Record) { ids = append(ids, r.ID) })
+			set, idx := fmt.Sprint(ids), v.HostStepSetIndex(h)
+			switch {
+			case set != sets[h] && idx != v.Index():
+				t.Errorf("%s: %s's steps changed (%s -> %s) but its index is %d, not %d", what, h, sets[h], set, idx, v.Index())
+			case set == sets[h] && idx != idxs[h]:
+				t.Errorf("%s: %s's steps are as they were (%s) but its index moved %d -> %d", what, h, set, idxs[h], idx)
+			}
+			sets[h], idxs[h] = set, idx
+		}
+	}
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2")})
+	check("first manifest")
+	st, _ := l.view().Step("w1/host.network")
+	l.must(CmdStepStart, StepStart{ID: st.ID, Host: "w1", InputsHash: st.InputsHash})
+	l.must(CmdStepResult, StepResult{ID: st.ID, Host: "w1", InputsHash: st.InputsHash, Result: driver.Result{Changes: []string{"mtu"}}})
+	check("a step ran")
+	m := manifest("c0", "w1", "w2")
+	m.Hosts[1].Spec.Interfaces[0].MTU = 9000
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: m})
+	if r, _ := l.view().Step("w1/host.network"); r.InputsHash == st.InputsHash {
+		t.Fatal("the MTU did not change w1's inputs")
+	}
+	check("inputs changed")
+	l.must(CmdDeleteHost, DeleteHost{Name: "w2"})
+	check("w2 deleted")
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest("c0", "w1", "w2", "w3")})
+	check("w2 back, w3 new")
+
+	restored := snapshotRoundTrip(t, l.s)
+	restored.Read(func(v View) {
+		for _, h := range hosts {
+			if got := v.HostStepSetIndex(h); got != v.Index() {
+				t.Errorf("after a snapshot: %s's index is %d, not the snapshot's %d", h, got, v.Index())
+			}
+		}
+	})
 }

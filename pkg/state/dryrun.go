@@ -80,6 +80,12 @@ func cloneTables(t *tables) (*tables, error) {
 		return nil, err
 	}
 	maps.Copy(c.Archives, t.Archives)
+	// What the encoding does not carry: when steps were added or removed, and
+	// removals the watch index saw.
+	c.stepSet, c.stepSetFloor = maps.Clone(t.stepSet), t.stepSetFloor
+	for h, i := range t.watch {
+		c.watch[h] = max(c.watch[h], i)
+	}
 	return c, nil
 }
 

@@ -73,6 +73,12 @@ type tables struct {
 	// the set of steps is replaced (a replan, a decode), so reads about one host do
 	// not walk every step of the site.
 	hostSteps map[string][]string
+	// stepSet is derived too: per host, the index at which a step of the host was
+	// last added or removed, so an answer to its agent can leave out the steps it
+	// already holds (View.HostStepSetIndex). stepSetFloor stands in for what is
+	// not known: the index of the snapshot decoded or restored.
+	stepSet      map[string]uint64
+	stepSetFloor uint64
 	// rollup is derived too: the declared hosts' conditions as the site's roll-up
 	// counts them, updated by refresh host by host and rebuilt by a full refresh
 	// (nil after a decode: the next refresh builds it).
@@ -87,6 +93,7 @@ type tables struct {
 func newTables() *tables {
 	return &tables{
 		watch:        map[string]uint64{},
+		stepSet:      map[string]uint64{},
 		Hosts:        map[string]*HostRecord{},
 		Tokens:       map[string]*TokenRecord{},
 		Identities:   map[string]*IdentityRecord{},
@@ -315,6 +322,7 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 			}
 			s.t = t
 			a.t = t
+			a.t.stepSetFloor = a.idx
 			// Every step is new to the agents: their answers at an earlier index
 			// must not be taken as current (wire.AgentSteps.Since).
 			for id, r := range a.t.Steps {
@@ -476,6 +484,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 		t.watch[r.Host] = max(t.watch[r.Host], r.ModifyIndex)
 	}
 	t.indexHostSteps()
+	t.stepSetFloor = t.Index
 	return t, nil
 }
 
@@ -777,6 +786,13 @@ func (v View) DriftCheckSeconds() int {
 		return api.DefaultDriftCheckSeconds
 	}
 	return v.t.Site.Site.Spec.Policy.Effective().DriftCheckSeconds
+}
+
+// HostStepSetIndex is an index at or after the last at which a step of host was
+// added or removed: an agent that holds the host's steps at a later index holds
+// every step there is (some perhaps changed since).
+func (v View) HostStepSetIndex(host string) uint64 {
+	return max(v.t.stepSet[host], v.t.stepSetFloor)
 }
 
 // HostWatch is the highest index at which host's record or one of its steps

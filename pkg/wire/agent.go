@@ -28,6 +28,11 @@ type AgentStep struct {
 // steps when it holds the full answer at the query's index.
 const QueryDelta = "delta"
 
+// QuerySparse is the query parameter (=1) an agent adds beside QueryDelta when it
+// takes sparse deltas (AgentSteps.Sparse). A separate parameter, so coordinators
+// and agents of the release before it go on answering and asking as they did.
+const QuerySparse = "sparse"
+
 // AgentStepFrom is the one place a stored step becomes what its agent sees; inputs
 // are r.Inputs with secret references resolved for that agent.
 func AgentStepFrom(r plan.Record, inputs json.RawMessage) AgentStep {
@@ -48,6 +53,14 @@ type AgentSteps struct {
 	// its answers re-sent all of them, inputs and all, at every change of any.
 	Since     uint64   `json:"since,omitempty"`
 	Unchanged []string `json:"unchanged,omitempty"`
+	// Sparse, on a delta to an agent that asked with QuerySparse, says the host's
+	// set of steps is as it was at Since, so Unchanged is left out: a step held and
+	// neither sent nor Withheld is unchanged. A delta then costs what changed, not
+	// a line per step (the first controller's answers named a thousand).
+	Sparse bool `json:"sparse,omitempty"`
+	// Withheld, on a sparse delta, names steps the agent must drop: their inputs
+	// cannot be handed out now (a secret not stored yet, a grant refused).
+	Withheld []string `json:"withheld,omitempty"`
 	// DriftCheckSeconds is how often the agent re-observes finished steps.
 	DriftCheckSeconds int `json:"driftCheckSeconds"`
 	// GossipKeysVersion changes whenever the gossip keys do (a rotation phase), so
