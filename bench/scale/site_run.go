@@ -172,7 +172,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		cpu0, _ := cpuSeconds(pid)
 		other0, self0 := othersCPU(l, pid), selfCPU()
 		var profiled chan struct{}
-		if o.profile > 0 && len(res.phases) == 0 {
+		if o.profile > 0 && len(res.phases) == o.profilePhase {
 			profiled = make(chan struct{})
 			go func() {
 				defer close(profiled)

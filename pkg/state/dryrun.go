@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 )
 
@@ -64,25 +65,25 @@ func setOf[T comparable](l []T) map[T]bool {
 	return m
 }
 
-// cloneTables deep-copies the state through its snapshot encoding.
+// cloneTables deep-copies the state's records (deepCopy) and rebuilds what is
+// derived from them, as a decoded snapshot does, keeping what no record carries:
+// when steps were added or removed, and removals the watch index saw. Archives
+// are immutable by digest: the copy shares them.
 func cloneTables(t *tables) (*tables, error) {
-	shallow := *t
-	shallow.Archives = nil // immutable by digest: shared, not copied
-	data, err := json.Marshal(struct {
-		Version int     `json:"v"`
-		Tables  *tables `json:"tables"`
-	}{snapshotVersion, &shallow})
-	if err != nil {
-		return nil, fmt.Errorf("state: copy: %w", err)
-	}
-	c, err := decodeSnapshot(data)
-	if err != nil {
-		return nil, err
+	c := newTables()
+	dst, src := reflect.ValueOf(c).Elem(), reflect.ValueOf(t).Elem()
+	typ := src.Type()
+	for i := range src.NumField() {
+		if f := typ.Field(i); f.IsExported() && f.Name != "Archives" && !src.Field(i).IsZero() {
+			deepCopy(dst.Field(i), src.Field(i))
+		}
 	}
 	maps.Copy(c.Archives, t.Archives)
-	// What the encoding does not carry: when steps were added or removed, and
-	// removals the watch index saw.
+	c.derive()
 	c.stepSet, c.stepSetFloor = maps.Clone(t.stepSet), t.stepSetFloor
+	if c.stepSet == nil {
+		c.stepSet = map[string]uint64{}
+	}
 	for h, i := range t.watch {
 		c.watch[h] = max(c.watch[h], i)
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -477,6 +478,14 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	for k, v := range snap.Tables.Archives {
 		t.Archives[k] = v
 	}
+	t.derive()
+	t.stepSetFloor = t.Index
+	return t, nil
+}
+
+// derive builds what the tables derive from their records: the watch index (from
+// the records' indexes) and the host step index. The rest is built when first needed.
+func (t *tables) derive() {
 	for n, h := range t.Hosts {
 		t.watch[n] = max(t.watch[n], h.ModifyIndex)
 	}
@@ -484,8 +493,6 @@ func decodeSnapshot(data []byte) (*tables, error) {
 		t.watch[r.Host] = max(t.watch[r.Host], r.ModifyIndex)
 	}
 	t.indexHostSteps()
-	t.stepSetFloor = t.Index
-	return t, nil
 }
 
 // indexHostSteps rebuilds hostSteps from Steps (under the write lock).
@@ -854,14 +861,11 @@ func (v View) Allocations() []plan.Allocation {
 	return append([]plan.Allocation(nil), v.t.Allocations...)
 }
 
+// clone is a deep copy of v (deepCopy) that a reader may keep and change.
 func clone[T any](v T) T {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
 	var out T
-	if err := json.Unmarshal(b, &out); err != nil {
-		return v
+	if src := reflect.ValueOf(v); src.IsValid() {
+		deepCopy(reflect.ValueOf(&out).Elem(), src)
 	}
 	return out
 }
