@@ -71,9 +71,10 @@ func (a *agent) driftInterval() time.Duration {
 	return time.Duration(sec) * time.Second
 }
 
-// driftLoop re-observes finished steps every drift interval and reports drift. The
-// interval is re-read every second, so a policy applied after start-up takes effect
-// without waiting out the old interval.
+// driftLoop re-observes finished steps every drift interval and reports drift. It
+// sleeps until the next pass is due, and wakes when the coordinators ask for another
+// interval, so a policy applied after start-up takes effect without waiting out the
+// old one (an idle agent's timer wakes it once a pass, not once a second).
 func (a *agent) driftLoop(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -81,15 +82,25 @@ func (a *agent) driftLoop(ctx context.Context) error {
 	case <-a.ready:
 	}
 	last := time.Now()
-	for sleep(ctx, time.Second) {
-		if time.Since(last) < a.driftInterval() {
-			continue
+	for {
+		if wait := time.Until(last.Add(a.driftInterval())); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-a.intervalChanged:
+				t.Stop()
+				continue
+			case <-t.C:
+			}
 		}
 		if a.checkDrift(ctx) {
 			last = time.Now()
+		} else if !sleep(ctx, time.Second) {
+			return nil
 		}
 	}
-	return nil
 }
 
 // errStepsRunning says a drift check gave way to running steps.

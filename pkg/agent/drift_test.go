@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -125,4 +126,52 @@ func TestStepCancelsDriftCheck(t *testing.T) {
 		t.Fatalf("check beside a running step: %v", err)
 	}
 	a.execMu.RUnlock()
+}
+
+// countingChecks is an Executor whose drift checks are counted and fail (so a
+// pass posts nothing).
+type countingChecks struct{ checks chan struct{} }
+
+func (countingChecks) Kinds() []string { return []string{"test.kind"} }
+
+func (countingChecks) Run(context.Context, string, json.RawMessage) driver.Result {
+	return driver.Result{}
+}
+
+func (c countingChecks) Check(context.Context, []driver.Probe) ([]driver.Finding, error) {
+	c.checks <- struct{}{}
+	return nil, errors.New("counted")
+}
+
+// The drift loop sleeps out the interval the coordinators asked for, and a shorter
+// one asked for later takes effect at once, not after the old one.
+func TestDriftIntervalChangeTakesEffect(t *testing.T) {
+	x := countingChecks{checks: make(chan struct{}, 16)}
+	a := &agent{cfg: Config{Drivers: x}, log: slog.New(slog.DiscardHandler), ready: make(chan struct{}), intervalChanged: make(chan struct{}, 1)}
+	steps := []wire.AgentStep{{ID: "h/test.kind", Kind: "test.kind", State: plan.Succeeded, InputsHash: "a", AppliedHash: "a"}}
+	a.setSnapshot(wire.AgentSteps{Host: "h", Steps: steps, DriftCheckSeconds: 3600})
+	close(a.ready)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.driftLoop(ctx) }()
+	select {
+	case <-x.checks:
+		t.Fatal("a pass before the hour was out")
+	case <-time.After(300 * time.Millisecond):
+	}
+	a.setSnapshot(wire.AgentSteps{Host: "h", Steps: steps, DriftCheckSeconds: 1})
+	select {
+	case <-x.checks:
+	case <-time.After(3 * time.Second):
+		t.Fatal("no pass after the interval became a second")
+	}
+	select {
+	case <-x.checks:
+	case <-time.After(3 * time.Second):
+		t.Fatal("no second pass a second later")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("driftLoop: %v", err)
+	}
 }

@@ -61,6 +61,9 @@ type agent struct {
 
 	ready     chan struct{} // closed after the first successful steps fetch
 	readyOnce sync.Once
+	// intervalChanged wakes driftLoop when the coordinators ask for another drift
+	// interval (buffered, one pending wake-up).
+	intervalChanged chan struct{}
 }
 
 // Run is the agent daemon. It returns nil when ctx ends, or an error if the host's
@@ -121,6 +124,8 @@ func Run(ctx context.Context, cfg Config) error {
 		seeds:    id.GossipSeeds,
 		keyReady: make(chan struct{}),
 		ready:    make(chan struct{}),
+
+		intervalChanged: make(chan struct{}, 1),
 	}
 	if len(key) > 0 {
 		a.setGossipKey(key)

@@ -467,6 +467,12 @@ func (a *agent) snapshot() (wire.AgentSteps, bool) {
 func (a *agent) setSnapshot(s wire.AgentSteps) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.snap == nil || a.snap.DriftCheckSeconds != s.DriftCheckSeconds {
+		select {
+		case a.intervalChanged <- struct{}{}:
+		default:
+		}
+	}
 	a.snap = &s
 }
 
