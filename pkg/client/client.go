@@ -47,8 +47,8 @@ func NewFrom(addrs []string, tc *tls.Config, src net.IP) *Client {
 	return &Client{
 		addrs: append([]string(nil), addrs...),
 		hc: &http.Client{Transport: &http.Transport{
-			TLSClientConfig:     tc,
-			ForceAttemptHTTP2:   true,
+			TLSClientConfig:   tc,
+			ForceAttemptHTTP2: true,
 			// Above what one caller has in flight at once: an agent's blocking query
 			// and the reports of its 3 + 8 step runs (pkg/agent). With 8, the first
 			// controller closed and reopened connections all through a 1000-host
