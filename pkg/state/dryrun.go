@@ -19,11 +19,8 @@ func (s *Store) DryRun(data []byte) ([]string, error) {
 	}
 	s.mu.RLock()
 	before := planBase(s.t)
-	after, err := cloneTables(s.t)
+	after := cloneTables(s.t)
 	s.mu.RUnlock()
-	if err != nil {
-		return nil, err
-	}
 	tmp := &Store{t: after, log: s.log}
 	resp, _ := tmp.dispatch(after.Index+1, c)
 	if err, ok := resp.(error); ok && err != nil {
@@ -69,7 +66,7 @@ func setOf[T comparable](l []T) map[T]bool {
 // derived from them, as a decoded snapshot does, keeping what no record carries:
 // when steps were added or removed, and removals the watch index saw. Archives
 // are immutable by digest: the copy shares them.
-func cloneTables(t *tables) (*tables, error) {
+func cloneTables(t *tables) *tables {
 	c := newTables()
 	dst, src := reflect.ValueOf(c).Elem(), reflect.ValueOf(t).Elem()
 	typ := src.Type()
@@ -87,7 +84,7 @@ func cloneTables(t *tables) (*tables, error) {
 	for h, i := range t.watch {
 		c.watch[h] = max(c.watch[h], i)
 	}
-	return c, nil
+	return c
 }
 
 // Changes describes what differs from before to after in the declared site: the

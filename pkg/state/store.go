@@ -255,17 +255,15 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 	case CmdApplyManifest, CmdDeleteHost:
 		// All or nothing: the command runs on a copy, kept only if all of it succeeded
 		// (a replan can fail after the documents were stored).
-		var t *tables
-		if t, err = cloneTables(s.t); err == nil {
-			b := &applier{t: t, idx: idx, now: c.Now, touched: map[string]bool{}}
-			if c.Type == CmdApplyManifest {
-				err = decode(c, b.applyManifest)
-			} else {
-				err = decode(c, b.deleteHost)
-			}
-			if err == nil {
-				s.t, a.t = t, t
-			}
+		t := cloneTables(s.t)
+		b := &applier{t: t, idx: idx, now: c.Now, touched: map[string]bool{}}
+		if c.Type == CmdApplyManifest {
+			err = decode(c, b.applyManifest)
+		} else {
+			err = decode(c, b.deleteHost)
+		}
+		if err == nil {
+			s.t, a.t = t, t
 		}
 	case CmdCreateToken:
 		err = decode(c, a.createToken)
