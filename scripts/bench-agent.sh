@@ -88,15 +88,21 @@ echo "bench-agent: steps succeeded: $ok; idle for ${IDLE}s"
 sleep 5
 
 ticks() { awk '{print $14+$15+$16+$17}' "/proc/$1/stat"; }
+selfticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+csw() { awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {n+=$2} END {print n}' /proc/$1/task/*/status; }
 kib() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 hz=$(getconf CLK_TCK)
 t0_new=$(ticks "$pid_new") t0_base=$(ticks "$pid_base")
+s0_new=$(selfticks "$pid_new") s0_base=$(selfticks "$pid_base")
+w0_new=$(csw "$pid_new") w0_base=$(csw "$pid_base")
 if [ -n "${PERF:-}" ]; then
   perf record -q -F 999 -g -o "$work/perf.data" -p "$pid_new" -- sleep "$IDLE" >/dev/null 2>&1 &
   perfpid=$!
 fi
 sleep "$IDLE"
 t1_new=$(ticks "$pid_new") t1_base=$(ticks "$pid_base")
+s1_new=$(selfticks "$pid_new") s1_base=$(selfticks "$pid_base")
+w1_new=$(csw "$pid_new") w1_base=$(csw "$pid_base")
 if [ -n "${PERF:-}" ]; then
   wait "$perfpid" 2>/dev/null || true
   perf report -i "$work/perf.data" --children --sort symbol -g none --percent-limit 2 --stdio 2>/dev/null | grep -v "^#" | grep "%" | cut -c1-110 | head -45 || true
@@ -129,6 +135,12 @@ row "one drivers process: CPU" "-" "${dcpu} ms" ""
 bc=$(awk -v t=$((t1_base - t0_base)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 nc=$(awk -v t=$((t1_new - t0_new)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 row "idle CPU, % of a core (+children)" "$bc %" "$nc %" "$(ratio "$bc" "$nc")"
+bsc=$(awk -v t=$((s1_base - s0_base)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
+nsc=$(awk -v t=$((s1_new - s0_new)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
+row "  of which the agent itself" "$bsc %" "$nsc %" "$(ratio "$bsc" "$nsc")"
+bw=$(awk -v n=$((w1_base - w0_base)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
+nw=$(awk -v n=$((w1_new - w0_new)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
+row "  agent's context switches" "$bw" "$nw" ""
 echo
 echo "Idle window ${IDLE}s after both hosts' steps succeeded; CPU counts the agent and the drivers"
 echo "processes it waited for (drift passes every 60 s). Both agents gossip (lan profile) with one"

@@ -3,6 +3,7 @@ package membership
 import (
 	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ const profileMemberlistDefault = "memberlist-default"
 // BenchmarkDeadDetection50 is failure detection at size: 50 members on loopback
 // (one a coordinator), one at a time crashed (no leave), and the time until the
 // coordinator's pool reports it dead — the event that sets the host's Reachable to
-// False. Each profile runs in the same process; compare median and max:
+// False — and, before the first crash, the CPU the idle pool costs a member (one
+// process for all 50: a real host's agent also pays its own runtime's wake-ups).
+// Each profile runs in the same process; compare median and max:
 //
 //	go test -run '^$' -bench DeadDetection50 -benchtime 8x ./pkg/membership/
 func BenchmarkDeadDetection50(b *testing.B) {
@@ -51,6 +54,7 @@ func BenchmarkDeadDetection50(b *testing.B) {
 				}
 				return true
 			})
+			idle := idleCPU(b, 10*time.Second) / size
 			var took []time.Duration
 			for i := 0; i < b.N; i++ {
 				victim := members[1+i]
@@ -70,7 +74,24 @@ func BenchmarkDeadDetection50(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
 			b.ReportMetric(took[len(took)-1].Seconds(), "max-s")
-			b.Logf("profile %s, %d members: dead detected in %v (median %v, max %v)", prof, size, took, took[len(took)/2], took[len(took)-1])
+			b.ReportMetric(100*idle.Seconds()/10, "idle-%cpu/member")
+			b.Logf("profile %s, %d members: dead detected in %v (median %v, max %v); idle CPU %v a member over 10 s", prof, size, took, took[len(took)/2], took[len(took)-1], idle)
 		})
 	}
+}
+
+// idleCPU is the process's CPU time (user + system) over window: with every member
+// alive and nothing else running, what gossip and probing cost.
+func idleCPU(b *testing.B, window time.Duration) time.Duration {
+	b.Helper()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	before := cpu()
+	time.Sleep(window)
+	return cpu() - before
 }
