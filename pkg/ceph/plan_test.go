@@ -77,13 +77,23 @@ func TestPlanPool(t *testing.T) {
 		{"in sync", base, &inSync, true, nil},
 		{"missing", base, nil, false, []string{
 			"create pool volumes (size 1, min_size 1, pg autoscale on, application rbd; one copy of the data: a single-node site has no redundancy)",
-			"pool volumes: enable application rbd",
-			"pool volumes: initialise for RBD",
+			"pool volumes: enable application rbd and initialise for RBD",
 		}},
 		{"size changed by hand", base, state(func(s *poolState) { s.Size = 2 }), true, []string{
 			"pool volumes: size 2 -> 1 (one copy of the data: a single-node site has no redundancy)",
 		}},
 		{"not rbd-initialised", base, &inSync, false, []string{"pool volumes: initialise for RBD"}},
+		{"rbd application disabled by hand", base, state(func(s *poolState) { s.Applications = nil }), true, []string{
+			"pool volumes: enable application rbd",
+		}},
+		{"rbd application disabled and not rbd-initialised", base, state(func(s *poolState) { s.Applications = nil }), false, []string{
+			"pool volumes: enable application rbd and initialise for RBD",
+		}},
+		{"another application's pool asked for rbd: the mon command says why it refuses", base,
+			state(func(s *poolState) { s.Applications = map[string]map[string]string{"rgw": {}} }), false, []string{
+				"pool volumes: enable application rbd",
+				"pool volumes: initialise for RBD",
+			}},
 		{"fixed pg_num", with(func(p *cephspec.PoolInputs) { p.PGNum = 64 }), &inSync, true, []string{
 			"pool volumes: pg autoscale on -> off (pgNum 64 is fixed)",
 			"pool volumes: pg_num 32 -> 64 (Ceph moves there gradually)",

@@ -54,12 +54,22 @@ func planPool(in cephspec.PoolInputs, cur *poolState, topo topology, rbdReady bo
 	if in.CrushRule != "" && curRule != in.CrushRule {
 		acts = append(acts, poolSet(in.Name, "crush_rule", in.CrushRule, fmt.Sprintf("pool %s: crush_rule %s -> %s", in.Name, curRule, in.CrushRule)))
 	}
-	if _, ok := state.Applications[in.Application]; !ok {
+	_, enabled := state.Applications[in.Application]
+	rbdInit := in.Application == "rbd" && !rbdReady
+	// rbd_pool_init enables the rbd application on a pool that has none (one osdmap
+	// commit less); a pool another application holds gets the mon command, whose
+	// refusal says why.
+	initEnables := rbdInit && len(state.Applications) == 0
+	if !enabled && !initEnables {
 		acts = append(acts, enableApp(in.Name, in.Application))
 	}
-	if in.Application == "rbd" && !rbdReady {
+	if rbdInit {
+		summary := fmt.Sprintf("pool %s: initialise for RBD", in.Name)
+		if initEnables {
+			summary = fmt.Sprintf("pool %s: enable application rbd and initialise for RBD", in.Name)
+		}
 		acts = append(acts, action{
-			summary: fmt.Sprintf("pool %s: initialise for RBD", in.Name),
+			summary: summary,
 			do: func(cl Cluster) error {
 				if err := cl.RBDPoolInit(in.Name); err != nil {
 					return fmt.Errorf("ceph: rbd pool init %q: %w", in.Name, err)
