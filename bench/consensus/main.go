@@ -33,6 +33,7 @@ type options struct {
 	warmup   time.Duration // unmeasured writes before each window
 	value    int           // etcd value size, about one token record
 	keep     bool          // keep the scratch directory (logs) for debugging
+	profile  bool          // write the Plinth leader's CPU profile of each write window
 }
 
 func main() {
@@ -46,6 +47,7 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured writes before each window (connections, caches)")
 	flag.IntVar(&o.value, "value-size", 200, "bytes per etcd value (about a token record)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory and its logs")
+	flag.BoolVar(&o.profile, "profile", false, "write the Plinth leader's CPU profile of each write window to the scratch directory (with -keep: go tool pprof -top DIR/plinth-*-cpu.pprof)")
 	flag.Parse()
 	if o.bin == "" {
 		fmt.Fprintln(os.Stderr, "consensus: -bin is required")

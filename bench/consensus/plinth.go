@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,10 +54,32 @@ func benchPlinth(ctx context.Context, o options, dir string) (*plinthResults, er
 	if err != nil {
 		return nil, err
 	}
+	// profiled runs a write window with the leader's CPU profile of it written to
+	// dir/plinth-NAME-cpu.pprof when -profile asks for it.
+	profiled := func(name string, run func() (writeResult, error)) (writeResult, error) {
+		if !o.profile {
+			return run()
+		}
+		path := filepath.Join(dir, "plinth-"+name+"-cpu.pprof")
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(o.warmup)
+			done <- cpuProfile(ctx, admin, path, o.duration)
+		}()
+		r, err := run()
+		if perr := <-done; perr != nil {
+			fmt.Printf("plinth %s: CPU profile: %v\n", name, perr)
+		} else {
+			fmt.Printf("plinth %s: leader CPU profile %s\n", name, path)
+		}
+		return r, err
+	}
 	// Token records are what `node enroll` writes: a typical small admin write.
-	res.tokens, err = runWriters(ctx, "plinth tokens", o.writers, o.warmup, o.duration, func(ctx context.Context, w, i int) error {
-		_, err := admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: fmt.Sprintf("b%d", w), Role: pki.RoleAgent}, nil)
-		return err
+	res.tokens, err = profiled("tokens", func() (writeResult, error) {
+		return runWriters(ctx, "plinth tokens", o.writers, o.warmup, o.duration, func(ctx context.Context, w, i int) error {
+			_, err := admin.Do(ctx, "POST", "/v1/tokens", wire.TokenRequest{Name: fmt.Sprintf("b%d", w), Role: pki.RoleAgent}, nil)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -68,10 +92,12 @@ func benchPlinth(ctx context.Context, o options, dir string) (*plinthResults, er
 	}
 	// Each writer is one agent reporting new facts for its own host: a real commit
 	// every time, because the hash changes (an unchanged hash is answered without one).
-	res.facts, err = runWriters(ctx, "plinth facts", o.writers, o.warmup, o.duration, func(ctx context.Context, w, i int) error {
-		facts, _ := json.Marshal(map[string]any{"seq": i, "kernel": "6.1.0-bench", "pad": strings.Repeat("x", 120)})
-		_, err := agents[w].Do(ctx, "POST", "/v1/agent/facts", wire.FactsReport{Facts: facts, Hash: fmt.Sprintf("h%d-%d", w, i)}, nil)
-		return err
+	res.facts, err = profiled("facts", func() (writeResult, error) {
+		return runWriters(ctx, "plinth facts", o.writers, o.warmup, o.duration, func(ctx context.Context, w, i int) error {
+			facts, _ := json.Marshal(map[string]any{"seq": i, "kernel": "6.1.0-bench", "pad": strings.Repeat("x", 120)})
+			_, err := agents[w].Do(ctx, "POST", "/v1/agent/facts", wire.FactsReport{Facts: facts, Hash: fmt.Sprintf("h%d-%d", w, i)}, nil)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -255,3 +281,16 @@ func report(r writeResult, what string) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+// cpuProfile writes the coordinator's CPU profile of the next d to path.
+func cpuProfile(ctx context.Context, cl *client.Client, path string, d time.Duration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = cl.Do(ctx, "GET", fmt.Sprintf("%scpu?seconds=%d", wire.PathProfile, max(1, int(d.Seconds()))), nil, io.Writer(f))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
