@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
@@ -388,10 +389,12 @@ func (a *applier) reportFacts(b ReportFacts) error {
 	h.Facts, h.FactsHash, h.FactsAt = b.Facts, b.Hash, a.now
 	a.hostWritten(b.Host, h)
 	h.KubeCerts = nil
+	var decoded map[string]hostspec.Facts
 	if f, ok := hostFacts(h); ok {
 		h.KubeCerts = f.KubeCertificates
+		decoded = map[string]hostspec.Facts{b.Host: f}
 	}
-	if a.checkFacts(b.Host) {
+	if a.checkFactsWith(decoded, b.Host) {
 		for _, id := range plan.Hold(a.t.Steps, a.held()) {
 			r := a.t.Steps[id]
 			a.stepWritten(&r)

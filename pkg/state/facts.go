@@ -74,6 +74,12 @@ func (a *applier) factsRefusals(file string, site *api.Site, hosts []api.Host) a
 // when none are named), with an event for each that changed, and reports whether any
 // did. A host not declared, or without facts, has none.
 func (a *applier) checkFacts(names ...string) bool {
+	return a.checkFactsWith(nil, names...)
+}
+
+// checkFactsWith is checkFacts with the facts of some hosts already decoded (a
+// report's, which its command decoded anyway), so they are not decoded again.
+func (a *applier) checkFactsWith(decoded map[string]hostspec.Facts, names ...string) bool {
 	// The stored declarations, as declared() has them, without merging every host
 	// for a command about one.
 	var site *api.Site
@@ -95,7 +101,11 @@ func (a *applier) checkFacts(names ...string) bool {
 		}
 		verdict := ""
 		if rec.Declared {
-			if f, ok := hostFacts(rec); ok {
+			f, ok := decoded[n]
+			if !ok {
+				f, ok = hostFacts(rec)
+			}
+			if ok {
 				verdict = describe(plan.CheckFacts(site, rec.Host, f))
 			}
 		}
