@@ -1,11 +1,13 @@
 package state
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 )
 
 // benchSite is a site of n enrolled hosts, for measuring what one command costs.
@@ -92,6 +94,33 @@ func BenchmarkEnroll1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := l.apply(CmdEnroll, Enroll{TokenID: id, SecretHash: "h", Name: host, Role: "agent", Serial: "s-bench-" + id, NotAfter: l.clock.Add(24 * time.Hour)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReportFacts200: one agent's facts report that changed (a new hash: a
+// real write) on a 200-host site — the FSM's share of a facts overwrite in
+// bench-consensus.
+func BenchmarkReportFacts200(b *testing.B) {
+	l := benchSite(b, 200)
+	f := hostspec.Facts{Hostname: "h007", KernelRelease: "6.1.0-bench", CPUs: 32, Links: []hostspec.LinkFact{{Name: "lo"}}}
+	cpus := make([]int, 32)
+	for i := range cpus {
+		cpus[i] = i
+	}
+	f.NUMANodes = []hostspec.NUMANode{{ID: 0, CPUs: cpus[:16]}, {ID: 1, CPUs: cpus[16:]}}
+	for i := range 8 {
+		f.Links = append(f.Links, hostspec.LinkFact{Name: fmt.Sprintf("eth%d", i), Kind: "device"})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.KernelRelease = fmt.Sprintf("6.1.%d-bench", i)
+		raw, err := json.Marshal(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.apply(CmdReportFacts, ReportFacts{Host: "h007", Facts: raw, Hash: f.Hash()}); err != nil {
 			b.Fatal(err)
 		}
 	}
