@@ -288,7 +288,7 @@ func cpuProfile(ctx context.Context, cl *client.Client, path string, d time.Dura
 	if err != nil {
 		return err
 	}
-	_, err = cl.Do(ctx, "GET", fmt.Sprintf("%scpu?seconds=%d", wire.PathProfile, max(1, int(d.Seconds()))), nil, io.Writer(f))
+	_, err = cl.Do(ctx, "GET", wire.ProfilePath("cpu", max(1, int(d.Seconds()))), nil, io.Writer(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -316,7 +316,7 @@ func cpuProfile(ctx context.Context, cl *client.Client, path string, secs int) e
 	if err != nil {
 		return err
 	}
-	_, err = cl.Do(ctx, "GET", fmt.Sprintf("%scpu?seconds=%d", wire.PathProfile, secs), nil, io.Writer(f))
+	_, err = cl.Do(ctx, "GET", wire.ProfilePath("cpu", secs), nil, io.Writer(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

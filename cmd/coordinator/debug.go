@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -32,9 +31,8 @@ mutex, block, threadcreate) are read as they stand. Admins only, over the API's 
 			if addr != "" {
 				c.SetAddrs([]string{addr})
 			}
-			path := wire.PathProfile + url.PathEscape(args[0])
+			path := wire.ProfilePath(args[0], seconds)
 			if args[0] == "cpu" {
-				path += fmt.Sprintf("?seconds=%d", seconds)
 				fmt.Fprintf(cmd.ErrOrStderr(), "sampling for %ds\n", seconds)
 			}
 			if _, err := download(cmd.Context(), c, path, args[1]); err != nil {

@@ -16,7 +16,7 @@ func TestProfilesForAdminsOnly(t *testing.T) {
 	c := newCluster(t)
 	a := c.enrol("node-1")
 	gzip := []byte{0x1f, 0x8b}
-	for _, path := range []string{wire.PathProfile + "cpu?seconds=1", wire.PathProfile + "heap", wire.PathProfile + "goroutine"} {
+	for _, path := range []string{wire.ProfilePath("cpu", 1), wire.ProfilePath("heap", 0), wire.ProfilePath("goroutine", 0)} {
 		var buf bytes.Buffer
 		if _, err := c.admins[0].Do(c.ctx, "GET", path, nil, &buf); err != nil {
 			t.Fatalf("%s: %v", path, err)

@@ -1,11 +1,26 @@
 package wire
 
-import "github.com/plinth-dev/plinth/pkg/api"
+import (
+	"net/url"
+	"strconv"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+)
 
 // DocumentPath is the collection of one document kind: `get` reads it, describe
 // and delete append "/" + name. PathSite and PathHosts are its values for Site and
 // Host (TestDocumentPaths).
 func DocumentPath(k api.DocumentKind) string { return "/v1/" + k.Resource }
+
+// ProfilePath is the request for this coordinator's profile name; a cpu profile
+// samples for seconds (the others are read as they stand).
+func ProfilePath(name string, seconds int) string {
+	p := PathProfile + url.PathEscape(name)
+	if name == "cpu" {
+		p += "?seconds=" + strconv.Itoa(seconds)
+	}
+	return p
+}
 
 // Paths of the coordinator API, shared by the server's route table and its callers.
 // Routes with a trailing path value append it ("/v1/hosts/" + name).
