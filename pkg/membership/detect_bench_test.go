@@ -54,7 +54,8 @@ func BenchmarkDeadDetection50(b *testing.B) {
 				}
 				return true
 			})
-			idle := idleCPU(b, 10*time.Second) / size
+			const window = 10 * time.Second
+			idle := idleCPU(b, window) / size
 			var took []time.Duration
 			for i := 0; i < b.N; i++ {
 				victim := members[1+i]
@@ -74,8 +75,8 @@ func BenchmarkDeadDetection50(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
 			b.ReportMetric(took[len(took)-1].Seconds(), "max-s")
-			b.ReportMetric(100*idle.Seconds()/10, "idle-%cpu/member")
-			b.Logf("profile %s, %d members: dead detected in %v (median %v, max %v); idle CPU %v a member over 10 s", prof, size, took, took[len(took)/2], took[len(took)-1], idle)
+			b.ReportMetric(100*idle.Seconds()/window.Seconds(), "idle-%cpu/member")
+			b.Logf("profile %s, %d members: dead detected in %v (median %v, max %v); idle CPU %v a member over %v", prof, size, took, took[len(took)/2], took[len(took)-1], idle, window)
 		})
 	}
 }
