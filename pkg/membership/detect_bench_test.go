@@ -25,7 +25,7 @@ const profileMemberlistDefault = "memberlist-default"
 //
 //	go test -run '^$' -bench DeadDetection50 -benchtime 8x ./pkg/membership/
 func BenchmarkDeadDetection50(b *testing.B) {
-	profiles[profileMemberlistDefault] = memberlist.DefaultLANConfig
+	profiles[profileMemberlistDefault] = func(Role) *memberlist.Config { return memberlist.DefaultLANConfig() }
 	defer delete(profiles, profileMemberlistDefault)
 	const size = 50
 	for _, prof := range []string{profileMemberlistDefault, ProfileLAN} {
