@@ -12,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
@@ -32,8 +30,8 @@ var preflightIgnored = []string{"DirAvailable--etc-kubernetes-manifests", "Exter
 type InitDocs struct {
 	Init    InitConfiguration
 	Cluster ClusterConfiguration
-	Kubelet kubeletv1beta1.KubeletConfiguration
-	Proxy   kubeproxyv1alpha1.KubeProxyConfiguration
+	Kubelet KubeletConfiguration
+	Proxy   KubeProxyConfiguration
 	// keepKubelet and keepProxy are fields set on purpose to a zero value (false, 0,
 	// 0s), which rendering would otherwise drop as defaults.
 	keepKubelet, keepProxy []string
@@ -63,13 +61,13 @@ func InitConfig(in kubespec.InitInputs, p Paths) (InitDocs, error) {
 			Patches:          patches(in.Node, p),
 		},
 		Cluster: clusterConfig(in.Cluster, p),
-		Kubelet: kubeletv1beta1.KubeletConfiguration{
+		Kubelet: KubeletConfiguration{
 			TypeMeta:     metav1.TypeMeta{APIVersion: "kubelet.config.k8s.io/v1beta1", Kind: "KubeletConfiguration"},
 			CgroupDriver: in.Cluster.CgroupDriver,
 		},
-		Proxy: kubeproxyv1alpha1.KubeProxyConfiguration{
+		Proxy: KubeProxyConfiguration{
 			TypeMeta:    metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
-			Mode:        kubeproxyv1alpha1.ProxyMode(in.Cluster.ProxyMode),
+			Mode:        in.Cluster.ProxyMode,
 			ClusterCIDR: in.Cluster.PodSubnet,
 		},
 	}
@@ -211,9 +209,8 @@ func endpointPort(endpoint string) (int32, error) {
 	return int32(n), nil
 }
 
-// pruned marshals without the zero values the upstream component types write for
-// every field they have, so the file holds only what Plinth set.
-// pruned renders v without its zero values, except the dotted field paths in keep.
+// pruned renders v without its zero values, except the dotted field paths in keep,
+// so the file holds only what Plinth set.
 type pruned struct {
 	v    any
 	keep []string

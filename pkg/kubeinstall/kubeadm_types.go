@@ -135,3 +135,33 @@ type JoinControlPlane struct {
 type Patches struct {
 	Directory string `json:"directory,omitempty"`
 }
+
+// The component configurations Plinth hands kubeadm with init: the fields it sets of
+// kubelet.config.k8s.io/v1beta1 and kubeproxy.config.k8s.io/v1alpha1 (same JSON
+// names). Importing the upstream types linked component-base's feature gates and
+// metrics registry into every drivers process, whose package init then cost about
+// 7 ms on each step and drift pass.
+
+// KubeletConfiguration is the part of kubelet's configuration Plinth sets.
+type KubeletConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+	CgroupDriver    string            `json:"cgroupDriver,omitempty"`
+	EvictionHard    map[string]string `json:"evictionHard,omitempty"`
+	FailCgroupV1    *bool             `json:"failCgroupV1,omitempty"`
+}
+
+// KubeProxyConfiguration is the part of kube-proxy's configuration Plinth sets.
+type KubeProxyConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+	Mode            string                          `json:"mode"`
+	ClusterCIDR     string                          `json:"clusterCIDR"`
+	Conntrack       KubeProxyConntrackConfiguration `json:"conntrack"`
+}
+
+// KubeProxyConntrackConfiguration is kube-proxy's conntrack tuning; nil leaves
+// kube-proxy's default.
+type KubeProxyConntrackConfiguration struct {
+	MaxPerCore            *int32           `json:"maxPerCore"`
+	TCPEstablishedTimeout *metav1.Duration `json:"tcpEstablishedTimeout"`
+	TCPCloseWaitTimeout   *metav1.Duration `json:"tcpCloseWaitTimeout"`
+}
