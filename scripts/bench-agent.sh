@@ -122,12 +122,15 @@ br=$(kib "$pid_base" VmRSS) nr=$(kib "$pid_new" VmRSS)
 row "idle RSS" "$(mib $((br * 1024)))" "$(mib $((nr * 1024)))" "$(ratio "$br" "$nr")"
 bh=$(kib "$pid_base" VmHWM) nh=$(kib "$pid_new" VmHWM)
 row "peak RSS since start" "$(mib $((bh * 1024)))" "$(mib $((nh * 1024)))" "$(ratio "$bh" "$nh")"
-# What one drivers process costs at least: a drift pass over no steps, measured as a child.
+# What one drivers process costs at least: a drift pass over no steps, measured as a
+# child, the mean of ten (a single run varies 2-3x on a busy machine).
 read -r dmax dcpu < <(python3 - "$work/new/plinth-drivers" "$work/state-new" <<'PY'
 import resource, subprocess, sys
-subprocess.run([sys.argv[1], "--state-dir", sys.argv[2], "--log-level", "warn", "check"], input=b'{"probes":[]}', stdout=subprocess.DEVNULL, check=True)
+runs = 10
+for _ in range(runs):
+    subprocess.run([sys.argv[1], "--state-dir", sys.argv[2], "--log-level", "warn", "check"], input=b'{"probes":[]}', stdout=subprocess.DEVNULL, check=True)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(r.ru_maxrss, round((r.ru_utime + r.ru_stime) * 1000))
+print(r.ru_maxrss, round((r.ru_utime + r.ru_stime) * 1000 / runs))
 PY
 )
 row "one drivers process: peak RSS" "-" "$(mib $((dmax * 1024)))" ""

@@ -42,8 +42,9 @@ var profiles = map[string]func(role Role) *memberlist.Config{
 		if role == RoleAgent {
 			// A gossip tick wakes an idle agent's runtime even with nothing to send:
 			// every 200 ms was half its context switches. Coordinators still gossip
-			// every 200 ms, and suspicions also ride on probes and their acks, so a
-			// dead host among 50 is found as fast (2 s here is ~0.5 s slower).
+			// every 200 ms and suspicions also ride on probes and their acks, so a
+			// dead host among 50 is found in a median 4.6 s instead of 4.25 s
+			// (2 s here: 5.0 s).
 			mc.GossipInterval = time.Second
 		}
 		// A dead member's name may move to a new address after this long
