@@ -121,7 +121,7 @@ func memberlistConfig(cfg Config, logger *slog.Logger) (*memberlist.Config, erro
 	mc.BindAddr = bindIP
 	mc.BindPort = bindPort
 	mc.AdvertiseAddr = ""
-	mc.AdvertisePort = bindPort // memberlist replaces both when bindPort is 0
+	mc.AdvertisePort = bindPort // Start sets both to the bound port when bindPort is 0
 	if cfg.AdvertiseAddr != "" {
 		advIP, advPort, err := splitAddr(cfg.AdvertiseAddr, false)
 		if err != nil {
@@ -145,6 +145,11 @@ func memberlistConfig(cfg Config, logger *slog.Logger) (*memberlist.Config, erro
 	mc.Keyring = kr // kept by the pool so SetKeys can rotate it
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
+	// LZW costs a 64 KiB table per message sent, and a 20 KiB one per message
+	// received, to shrink packets of a few hundred bytes on a LAN: most of an idle
+	// agent's allocations. Members still read compressed messages from peers that
+	// send them (an older Plinth).
+	mc.EnableCompression = false
 
 	// memberlist logs a lot; keep it at Debug so it is quiet by default.
 	mc.Logger = slog.NewLogLogger(logger.With("component", "memberlist").Handler(), slog.LevelDebug)

@@ -102,8 +102,21 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 	mc.Events = d
 	mc.Conflict = d
 
+	tr, err := newTransport(mc.BindAddr, mc.BindPort, logger)
+	if err != nil {
+		p.events.close()
+		return nil, fmt.Errorf("membership: start %s on %s: %w", cfg.Name, cfg.BindAddr, err)
+	}
+	if mc.BindPort == 0 { // the port the transport was given
+		mc.BindPort = tr.port()
+		if mc.AdvertisePort == 0 {
+			mc.AdvertisePort = mc.BindPort
+		}
+	}
+	mc.Transport = tr
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		tr.Shutdown()
 		p.events.close()
 		return nil, fmt.Errorf("membership: start %s on %s: %w", cfg.Name, cfg.BindAddr, err)
 	}
