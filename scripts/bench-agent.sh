@@ -8,7 +8,7 @@
 # Asserts nothing.
 #
 #   scripts/bench-agent.sh            IDLE=130 (seconds; two drift passes at 60 s)
-#   BASE=<git ref> scripts/bench-agent.sh
+#   BASE=<git ref> scripts/bench-agent.sh   (e.g. BASE=HEAD: this change alone)
 #   PERF=1 scripts/bench-agent.sh      also profiles this tree's agent while idle
 #   PROFILE=fast scripts/bench-agent.sh  the coordinator's timing profile (default lan,
 #                                       a site's default: fast gossips 5x as often)
@@ -38,6 +38,10 @@ $GO build -o "$work/new/plinth-agent" ./cmd/agent
 $GO build -tags "$TAGS" -o "$work/new/plinth-drivers" ./cmd/drivers
 git worktree add -q --detach "$work/base-src" "$BASE"
 (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-agent" ./cmd/agent)
+# A baseline after the agent/drivers split runs its own drivers program.
+if [ -d "$work/base-src/cmd/drivers" ]; then
+  (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-drivers" ./cmd/drivers)
+fi
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 C="$work/new/plinth-coordinator"
@@ -105,7 +109,7 @@ s1_new=$(selfticks "$pid_new") s1_base=$(selfticks "$pid_base")
 w1_new=$(csw "$pid_new") w1_base=$(csw "$pid_base")
 if [ -n "${PERF:-}" ]; then
   wait "$perfpid" 2>/dev/null || true
-  perf report -i "$work/perf.data" --children --sort symbol -g none --percent-limit 2 --stdio 2>/dev/null | grep -v "^#" | grep "%" | cut -c1-110 | head -45 || true
+  perf report -i "$work/perf.data" --children --sort symbol -g none --percent-limit ${PERF_LIMIT:-2} --stdio 2>/dev/null | grep -v "^#" | grep "%" | cut -c1-110 | head -${PERF_ROWS:-45} || true
 fi
 
 size() { stat -c %s "$1"; }
