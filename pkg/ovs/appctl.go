@@ -3,9 +3,12 @@ package ovs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -32,10 +35,76 @@ func output(ctx context.Context, env []string, name string, args ...string) ([]b
 	return out.Bytes(), nil
 }
 
-// appctl runs ovs-appctl against ovs-vswitchd. Neither OVS library wraps the
-// dpif-netdev commands, so this is the one place the driver shells out.
-func (o *options) appctl(ctx context.Context, args ...string) ([]byte, error) {
-	return output(ctx, []string{"OVS_RUNDIR=" + o.runDir}, "ovs-appctl", append([]string{"--timeout=10", "-t", "ovs-vswitchd"}, args...)...)
+// appctlTimeout bounds one control-socket command, as ovs-appctl --timeout=10 did.
+const appctlTimeout = 10 * time.Second
+
+// appctl runs a unixctl command in ovs-vswitchd, as ovs-appctl -t ovs-vswitchd
+// does: one JSON-RPC request on its control socket, RUNDIR/ovs-vswitchd.PID.ctl.
+// Neither OVS library wraps the dpif-netdev commands; speaking the protocol
+// directly saves starting ovs-appctl (about 4 ms a call, two a DPDK host config).
+// A command ovs-vswitchd refuses comes back as an error carrying its message.
+func (o *options) appctl(ctx context.Context, method string, params ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, appctlTimeout)
+	defer cancel()
+	pidFile := filepath.Join(o.runDir, "ovs-vswitchd.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return nil, fmt.Errorf("ovs-vswitchd %s: is ovs-vswitchd running? %w", method, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return nil, fmt.Errorf("ovs-vswitchd %s: %s holds %q, not a process ID", method, pidFile, strings.TrimSpace(string(b)))
+	}
+	sock := filepath.Join(o.runDir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("ovs-vswitchd %s: %w", method, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if params == nil {
+		params = []string{}
+	}
+	req := unixctlRequest{ID: 0, Method: method, Params: params}
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return nil, fmt.Errorf("ovs-vswitchd %s: send: %w", method, err)
+	}
+	var rep unixctlReply
+	if err := json.NewDecoder(conn).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("ovs-vswitchd %s: read reply: %w", method, err)
+	}
+	if len(rep.Error) > 0 && string(rep.Error) != "null" {
+		return nil, fmt.Errorf("ovs-vswitchd %s: %s", method, strings.TrimSpace(unixctlText(rep.Error)))
+	}
+	return []byte(unixctlText(rep.Result)), nil
+}
+
+// unixctlRequest and unixctlReply are JSON-RPC 1.0 as OVS's unixctl speaks it.
+type unixctlRequest struct {
+	ID     int      `json:"id"`
+	Method string   `json:"method"`
+	Params []string `json:"params"`
+}
+
+type unixctlReply struct {
+	ID     int             `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// unixctlText is a reply's result or error: a string for text output, else the
+// JSON as sent.
+func unixctlText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }
 
 // pmdThread is one PMD thread from dpif-netdev/pmd-rxq-show.

@@ -199,6 +199,51 @@ func TestIntegrationNetdevBridges(t *testing.T) {
 		inSync(t, br, in)
 	})
 
+	t.Run("a link that stays down is named once the link wait is up", func(t *testing.T) {
+		e.ip("-n", e.ns, "link", "add", "dn0", "type", "veth", "peer", "name", "dn0p")
+		e.ip("-n", e.ns, "link", "set", "dn0", "up") // its peer stays down: no carrier
+		defer e.ip("-n", e.ns, "link", "del", "dn0")
+		_, quick := New(e.options(WithTimeouts(15*time.Second, 30*time.Second, 1500*time.Millisecond))...)
+		in2 := clone(t, in)
+		in2.Bridges[0].Ports = append(in2.Bridges[0].Ports, ovsspec.Port{Name: "dn0", Interfaces: []ovsspec.Interface{sys("dn0")}})
+		start := time.Now()
+		res := driver.Run(context.Background(), quick, mustJSON(t, in2))
+		took := time.Since(start)
+		if res.OK() || !strings.Contains(res.Error, "ovs: link down: dn0") {
+			t.Fatalf("result %+v", res)
+		}
+		if took < 1500*time.Millisecond || took > 5*time.Second {
+			t.Errorf("gave up after %s, want the 1.5 s link wait", took)
+		}
+		// Its link comes up: the step then succeeds without waiting out the wait.
+		e.ip("-n", e.ns, "link", "set", "dn0p", "up")
+		start = time.Now()
+		runOK(t, quick, in2)
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("a link already up took %s", took)
+		}
+		runOK(t, br, in)
+	})
+
+	t.Run("control socket commands and their errors", func(t *testing.T) {
+		var o options
+		for _, opt := range e.options() {
+			opt(&o)
+		}
+		if _, err := o.appctl(context.Background(), "no-such/command"); err == nil || !strings.Contains(err.Error(), "ovs-vswitchd no-such/command: ") ||
+			!strings.Contains(err.Error(), "not a valid command") {
+			t.Errorf("unknown command: %v", err)
+		}
+		out, err := o.appctl(context.Background(), "dpif/show")
+		if err != nil || !strings.Contains(string(out), "br-int:") {
+			t.Errorf("dpif/show: %q, %v", out, err)
+		}
+		o.runDir = t.TempDir()
+		if _, err := o.appctl(context.Background(), "dpif/show"); err == nil || !strings.Contains(err.Error(), "is ovs-vswitchd running?") {
+			t.Errorf("no pidfile: %v", err)
+		}
+	})
+
 	t.Run("a system datapath without the kernel module fails clearly", func(t *testing.T) {
 		if strings.Contains(e.vsctl("--columns=datapaths", "list", "Open_vSwitch"), "system") {
 			t.Skip("this kernel has the openvswitch module")

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/ovs/model"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
@@ -76,14 +78,56 @@ func (d *BridgesDriver) settle(ctx context.Context, b ovsspec.Bridge, ports []ov
 	return d.waitLinks(ctx, ports)
 }
 
-// waitLinks waits for the links of dpdk and system interfaces to come up.
+// waitLinks waits for the links of dpdk and system interfaces to come up. The
+// ovsdb-server does the waiting (one wait operation an interface, answered once
+// every link_state is "up"), in slices of a second; when time is up, a read says
+// which links are down.
 func (d *BridgesDriver) waitLinks(ctx context.Context, ports []ovsspec.Port) error {
-	var down []string
-	err := d.db.poll(ctx, d.opts.linkWait, func(s *dbView) bool {
-		down = linksDown(s, ports)
-		return len(down) == 0
-	})
+	var names []string
+	for _, p := range ports {
+		for _, in := range p.Interfaces {
+			if in.Type != ovsspec.TypeInternal { // an internal port's link follows its admin state on the host
+				names = append(names, in.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(d.opts.linkWait)
+	for {
+		slice := int(min(time.Until(deadline), time.Second) / time.Millisecond)
+		if slice <= 0 {
+			break
+		}
+		ops := make([]ovsdb.Operation, len(names))
+		for i, name := range names {
+			ops[i] = ovsdb.Operation{
+				Op: ovsdb.OperationWait, Table: model.InterfaceTable, Timeout: &slice, Until: string(ovsdb.WaitConditionEqual),
+				Where:   []ovsdb.Condition{ovsdb.NewCondition("name", ovsdb.ConditionEqual, name)},
+				Columns: []string{"link_state"}, Rows: []ovsdb.Row{{"link_state": "up"}},
+			}
+		}
+		start := time.Now()
+		if _, err := d.db.transact(ctx, "wait for links", ops); err == nil {
+			return nil
+		}
+		// Not a timed-out wait (ovsdb-server restarting): don't spin.
+		if time.Since(start) < time.Duration(slice)*time.Millisecond/2 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	s, err := d.db.read(ctx)
 	if err != nil {
+		return err
+	}
+	if down := linksDown(s, ports); len(down) > 0 {
 		return fmt.Errorf("ovs: link down: %s", strings.Join(down, ", "))
 	}
 	return nil
