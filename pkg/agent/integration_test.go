@@ -224,6 +224,17 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 		}
 		return nil
 	})
+	// The coordinator's metrics count the agent among the gossip members it sees.
+	poll.Until(t, 10*time.Second, "gossip members in the metrics", func() error {
+		var buf bytes.Buffer
+		if _, err := admin.Do(ctx, "GET", wire.PathMetrics, nil, &buf); err != nil {
+			return err
+		}
+		if !strings.Contains(buf.String(), `plinth_gossip_members{role="agent",state="alive"} 1`) {
+			return fmt.Errorf("no alive agent in plinth_gossip_members")
+		}
+		return nil
+	})
 	// The 30s certificate was renewed at start-up (past half-life), and the agent
 	// keeps working with the new one: new inputs are applied.
 	poll.Until(t, 20*time.Second, "certificate renewed", func() error {

@@ -138,7 +138,7 @@ func Run(ctx context.Context, dataDir string, o RunOptions) error {
 		apiLn.Close()
 		return fmt.Errorf("coordinator: join listen: %w", err)
 	}
-	d := &daemon{cfg: cfg, log: log, store: store, node: node, srv: srv, bundle: bundle, dataKey: dataKey, caCert: ca.Cert, ownCert: own, peers: peers, gossipWake: make(chan struct{}, 1)}
+	d := &daemon{cfg: cfg, log: log, store: store, node: node, srv: srv, metrics: metrics, bundle: bundle, dataKey: dataKey, caCert: ca.Cert, ownCert: own, peers: peers, gossipWake: make(chan struct{}, 1)}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -175,6 +175,7 @@ type daemon struct {
 	store   *state.Store
 	node    *consensus.Node
 	srv     *server.Server
+	metrics *server.Metrics
 	bundle  pki.Bundle
 	dataKey []byte
 	// caCert and ownCert are the site CA's and this coordinator's certificates,
@@ -469,6 +470,14 @@ func (d *daemon) gossipLoop(ctx context.Context) error {
 	d.pool = pool
 	d.mu.Unlock()
 	defer pool.Close()
+	d.metrics.SetGossip(func() map[[2]string]int {
+		n := map[[2]string]int{}
+		for _, m := range pool.Members() {
+			n[[2]string{string(m.Role), m.State}]++
+		}
+		return n
+	})
+	defer d.metrics.SetGossip(nil)
 	every := 10 * time.Second
 	if profile == "fast" {
 		every = 2 * time.Second

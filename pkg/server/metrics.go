@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ type Metrics struct {
 	requests *prometheus.HistogramVec
 	applies  *prometheus.HistogramVec
 	conns    *prometheus.CounterVec
+	gossip   gossipCollector
 	handler  http.Handler
 }
 
@@ -40,7 +42,7 @@ func NewMetrics(store *state.Store, node *consensus.Node) *Metrics {
 		Name: "plinth_connections_accepted_total", Help: "TLS connections accepted, by listener (api, join).",
 	}, []string{"listener"})
 	m.reg.MustRegister(m.requests, m.applies, m.conns, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{store: store, node: node})
+		&stateCollector{store: store, node: node}, &m.gossip)
 	store.OnApply = func(typ string, d time.Duration, err error) {
 		res := "ok"
 		if err != nil {
@@ -57,6 +59,43 @@ func (m *Metrics) request(route string, code int, d time.Duration) {
 		return
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// GossipMembers is how many gossip members this coordinator sees, by role and
+// state (membership.Member's); nil before its pool has started.
+type GossipMembers func() map[[2]string]int
+
+// SetGossip makes scrapes report plinth_gossip_members from members: what this
+// coordinator's pool sees, so an operator can tell a host the pool lost from one it
+// never saw, and a benchmark can wait for a site's gossip to settle.
+func (m *Metrics) SetGossip(members GossipMembers) {
+	if m == nil {
+		return
+	}
+	m.gossip.mu.Lock()
+	defer m.gossip.mu.Unlock()
+	m.gossip.members = members
+}
+
+var descGossip = prometheus.NewDesc("plinth_gossip_members", "Gossip members this coordinator sees, by role and state.", []string{"role", "state"}, nil)
+
+type gossipCollector struct {
+	mu      sync.Mutex
+	members GossipMembers
+}
+
+func (c *gossipCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descGossip }
+
+func (c *gossipCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	members := c.members
+	c.mu.Unlock()
+	if members == nil {
+		return
+	}
+	for k, n := range members() {
+		ch <- prometheus.MustNewConstMetric(descGossip, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
 }
 
 func (m *Metrics) connAccepted(listener string) {
