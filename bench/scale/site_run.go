@@ -44,6 +44,7 @@ type phase struct {
 type siteResult struct {
 	n, steps     int
 	enrol        time.Duration
+	gossipJoin   time.Duration // agents started -> the leader sees all alive (gossip on)
 	phases       []phase
 	leaderPeakKB int64 // VmHWM
 	leaderRSSKB  int64 // VmRSS at the end
@@ -255,8 +256,16 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		}
 		return nil
 	}
-	// Let every agent fetch its (empty) steps and report facts first, as they
-	// would have long before an operator writes the manifest.
+	// Let every agent fetch its (empty) steps, report facts and join gossip first,
+	// as they would have long before an operator writes the manifest.
+	if o.gossip {
+		t0 := time.Now()
+		if err := waitGossip(ctx, cls[leader.Name], agentErr, n, o.timeout); err != nil {
+			return nil, err
+		}
+		res.gossipJoin = time.Since(t0)
+		fmt.Printf("  N=%d every agent alive in the leader's gossip %s after they started\n", n, res.gossipJoin.Round(10*time.Millisecond))
+	}
 	time.Sleep(2 * time.Second)
 	first := "apply -> Site Ready"
 	if !o.gossip {
@@ -386,6 +395,31 @@ func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error,
 		case <-ctx.Done():
 			return fmt.Errorf("site not Ready within %s; last: %s", timeout, last)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitGossip polls the leader's plinth_gossip_members until it sees n agents alive.
+func waitGossip(ctx context.Context, leader *client.Client, agentErr <-chan error, n int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	const alive = `plinth_gossip_members{role="agent",state="alive"}`
+	var seen float64
+	for {
+		select {
+		case err := <-agentErr:
+			return err
+		default:
+		}
+		if m, err := metrics(ctx, leader); err == nil {
+			if seen = m[alive]; int(seen) >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the leader's gossip saw %.0f of %d agents alive within %s", seen, n, timeout)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

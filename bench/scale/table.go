@@ -33,6 +33,9 @@ func printTable(rs []*siteResult, ansN int, ans time.Duration) {
 	}
 	row("steps", func(r *siteResult) float64 { return float64(r.steps) }, "%.0f")
 	row("enrolment (s)", func(r *siteResult) float64 { return r.enrol.Seconds() }, "%.2f")
+	if rs[0].gossipJoin > 0 {
+		row("every agent alive in gossip (s)", func(r *siteResult) float64 { return r.gossipJoin.Seconds() }, "%.2f")
+	}
 	for i, p := range rs[0].phases {
 		row(p.name+" (s)", func(r *siteResult) float64 { return r.phases[i].took.Seconds() }, "%.2f")
 		row("  leader CPU (s)", func(r *siteResult) float64 { return r.phases[i].leaderCPU }, "%.2f")
