@@ -112,7 +112,16 @@ func (d *db) transact(ctx context.Context, what string, ops []ovsdb.Operation) (
 
 // read reads Open_vSwitch, Bridge, Port and Interface in one transaction.
 func (d *db) read(ctx context.Context) (*dbView, error) {
-	tables := []string{model.OpenvSwitchTable, model.BridgeTable, model.PortTable, model.InterfaceTable}
+	return d.readTables(ctx, model.OpenvSwitchTable, model.BridgeTable, model.PortTable, model.InterfaceTable)
+}
+
+// readRoot reads the Open_vSwitch table alone: all the DPDK settings need.
+func (d *db) readRoot(ctx context.Context) (*dbView, error) {
+	return d.readTables(ctx, model.OpenvSwitchTable)
+}
+
+// readTables reads tables (Open_vSwitch among them) in one transaction.
+func (d *db) readTables(ctx context.Context, tables ...string) (*dbView, error) {
 	c, err := d.conn(ctx)
 	if err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func (d *DPDKDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.db.read(ctx)
+	s, err := d.db.readRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (d *DPDKDriver) restart(ctx context.Context, enabled bool, hash string) err
 	if err := d.db.sync(ctx, "wait for the restarted ovs-vswitchd", d.opts.dpdkWait); err != nil {
 		return fmt.Errorf("%w%s", err, d.opts.logHint())
 	}
-	s, err := d.db.read(ctx)
+	s, err := d.db.readRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func (d *DPDKDriver) restart(ctx context.Context, enabled bool, hash string) err
 }
 
 func (d *DPDKDriver) recordApplied(ctx context.Context, hash string) error {
-	s, err := d.db.read(ctx)
+	s, err := d.db.readRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ func (d *DPDKDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[stri
 	if err := driver.DecodeInputs(ovsspec.KindDPDK, raw, &in); err != nil {
 		return nil, err
 	}
-	s, err := d.db.read(ctx)
+	s, err := d.db.readRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
