@@ -371,8 +371,9 @@ func sumMetrics(ctx context.Context, cls map[string]*client.Client) map[string]f
 	return out
 }
 
-// waitReady polls the site's Ready condition with consistent reads (10 per second).
-func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error, timeout time.Duration) error {
+// pollAgents asks check every interval until it is done, an agent fails or timeout
+// passes; what check last said (progress) ends the timeout's error, after what.
+func pollAgents(ctx context.Context, agentErr <-chan error, timeout, every time.Duration, what string, check func(ctx context.Context) (done bool, progress string)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
@@ -382,78 +383,64 @@ func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error,
 			return err
 		default:
 		}
-		var site *state.SiteRecord
-		if _, err := admin.Do(ctx, "GET", wire.PathSite+"?consistent", nil, &site); err == nil && site != nil {
-			if r := plan.Find(site.Site.Status.Conditions, api.ConditionReady); r != nil {
-				if r.Status == api.ConditionTrue {
-					return nil
-				}
-				last = r.Reason + ": " + clip(r.Message, 300)
-			}
+		done, progress := check(ctx)
+		if done {
+			return nil
+		}
+		if progress != "" {
+			last = progress
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("site not Ready within %s; last: %s", timeout, last)
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("%s within %s; last: %s", what, timeout, last)
+		case <-time.After(every):
 		}
 	}
 }
 
+// waitReady polls the site's Ready condition until it is True.
+func waitReady(ctx context.Context, admin *client.Client, agentErr <-chan error, timeout time.Duration) error {
+	return pollAgents(ctx, agentErr, timeout, 100*time.Millisecond, "site not Ready", func(ctx context.Context) (bool, string) {
+		var site *state.SiteRecord
+		if _, err := admin.Do(ctx, "GET", wire.PathSite+"?consistent", nil, &site); err != nil || site == nil {
+			return false, ""
+		}
+		r := plan.Find(site.Site.Status.Conditions, api.ConditionReady)
+		if r == nil {
+			return false, ""
+		}
+		return r.Status == api.ConditionTrue, r.Reason + ": " + clip(r.Message, 300)
+	})
+}
+
 // waitGossip polls the leader's plinth_gossip_members until it sees n agents alive.
 func waitGossip(ctx context.Context, leader *client.Client, agentErr <-chan error, n int, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	const alive = `plinth_gossip_members{role="agent",state="alive"}`
-	var seen float64
-	for {
-		select {
-		case err := <-agentErr:
-			return err
-		default:
+	return pollAgents(ctx, agentErr, timeout, 250*time.Millisecond, "the leader's gossip did not see every agent alive", func(ctx context.Context) (bool, string) {
+		m, err := metrics(ctx, leader)
+		if err != nil {
+			return false, ""
 		}
-		if m, err := metrics(ctx, leader); err == nil {
-			if seen = m[alive]; int(seen) >= n {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the leader's gossip saw %.0f of %d agents alive within %s", seen, n, timeout)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		seen := m[`plinth_gossip_members{role="agent",state="alive"}`]
+		return int(seen) >= n, fmt.Sprintf("%.0f of %d agents alive", seen, n)
+	})
 }
 
 // waitSteps polls the leader's step counts (its metrics, 10 per second) until
 // every step has succeeded.
 func waitSteps(ctx context.Context, admin *client.Client, agentErr <-chan error, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	states := []string{"Pending", "Ready", "Running", "Succeeded", "Failed", "Blocked"}
-	last := ""
-	for {
-		select {
-		case err := <-agentErr:
-			return err
-		default:
+	return pollAgents(ctx, agentErr, timeout, 100*time.Millisecond, "steps not all done", func(ctx context.Context) (bool, string) {
+		m, err := metrics(ctx, admin)
+		if err != nil {
+			return false, ""
 		}
-		if m, err := metrics(ctx, admin); err == nil {
-			total := 0.0
-			for _, st := range states {
-				total += m[`plinth_steps{state="`+st+`"}`]
-			}
-			ok := m[`plinth_steps{state="Succeeded"}`]
-			if total > 0 && ok == total {
-				return nil
-			}
-			last = fmt.Sprintf("%.0f of %.0f steps succeeded", ok, total)
+		total := 0.0
+		for _, st := range states {
+			total += m[`plinth_steps{state="`+st+`"}`]
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("steps not all done within %s; last: %s", timeout, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		ok := m[`plinth_steps{state="Succeeded"}`]
+		return total > 0 && ok == total, fmt.Sprintf("%.0f of %.0f steps succeeded", ok, total)
+	})
 }
 
 // parallel runs f for 0..n-1, at most width at once, and returns the first error.
