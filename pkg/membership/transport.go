@@ -39,6 +39,8 @@ type transport struct {
 	packets  chan *memberlist.Packet
 	streams  chan net.Conn
 	shutdown atomic.Bool
+	done     chan struct{} // closed by Shutdown: nobody may be reading the channels
+	stopOnce sync.Once
 	wg       sync.WaitGroup
 }
 
@@ -56,6 +58,7 @@ func newTransport(ip string, port int, log *slog.Logger) (*transport, error) {
 		bindIP:  bindIP,
 		packets: make(chan *memberlist.Packet),
 		streams: make(chan net.Conn),
+		done:    make(chan struct{}),
 	}
 	var err error
 	for range bindTries {
@@ -155,11 +158,15 @@ func (t *transport) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 
 func (t *transport) StreamCh() <-chan net.Conn { return t.streams }
 
-// Shutdown closes both sockets and waits for the readers to stop.
+// Shutdown closes both sockets and waits for the readers to stop; a packet or
+// connection nobody takes any more is dropped.
 func (t *transport) Shutdown() error {
-	t.shutdown.Store(true)
-	t.tcp.Close()
-	t.udp.Close()
+	t.stopOnce.Do(func() {
+		t.shutdown.Store(true)
+		close(t.done)
+		t.tcp.Close()
+		t.udp.Close()
+	})
 	t.wg.Wait()
 	return nil
 }
@@ -182,7 +189,12 @@ func (t *transport) acceptStreams() {
 			continue
 		}
 		delay = 0
-		t.streams <- conn
+		select {
+		case t.streams <- conn:
+		case <-t.done:
+			conn.Close()
+			return
+		}
 	}
 }
 
@@ -204,6 +216,10 @@ func (t *transport) readPackets() {
 		if n == 0 {
 			continue // memberlist needs at least the message type
 		}
-		t.packets <- &memberlist.Packet{Buf: append([]byte(nil), buf[:n]...), From: from, Timestamp: at}
+		select {
+		case t.packets <- &memberlist.Packet{Buf: append([]byte(nil), buf[:n]...), From: from, Timestamp: at}:
+		case <-t.done:
+			return
+		}
 	}
 }

@@ -124,3 +124,37 @@ func TestCompressingPeerInteroperates(t *testing.T) {
 		}
 	}
 }
+
+// Shutdown returns while a packet and a connection wait for a reader that is gone
+// (memberlist failed to start after the transport did), and may be called again.
+func TestTransportShutdownWithNobodyReading(t *testing.T) {
+	tr, err := newTransport("127.0.0.1", 0, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("udp", tr.udp.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("unread")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", tr.tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond) // both readers now wait to hand them over
+	done := make(chan struct{})
+	go func() {
+		tr.Shutdown()
+		tr.Shutdown()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown hangs while nobody reads the packet and stream channels")
+	}
+}
