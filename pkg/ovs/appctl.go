@@ -62,9 +62,7 @@ func (o *options) appctl(ctx context.Context, method string, params ...string) (
 		return nil, fmt.Errorf("ovs-vswitchd %s: %w", method, err)
 	}
 	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
+	// Cancellation or the timeout ends a blocked write or read.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if params == nil {
@@ -92,7 +90,6 @@ type unixctlRequest struct {
 }
 
 type unixctlReply struct {
-	ID     int             `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`
 }

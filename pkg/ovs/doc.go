@@ -13,8 +13,9 @@
 //     package drops per-operation errors and its ovs package cannot set
 //     datapath_type, other_config or interface options. Tests use its ovs package
 //     where it fits, for ovs-vsctl reads.
-//   - ovs-appctl is run directly for dpif-netdev/pmd-rxq-show, which neither library
-//     wraps.
+//   - dpif-netdev/pmd-rxq-show, which neither library wraps, is asked of
+//     ovs-vswitchd over its unixctl control socket (what ovs-appctl does, without
+//     starting a process).
 //
 // After a change the driver waits for ovs-vswitchd to apply it (next_cfg/cur_cfg, as
 // ovs-vsctl does) and checks the result: DPDK initialised, every interface with an

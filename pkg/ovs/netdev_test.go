@@ -206,22 +206,13 @@ func TestIntegrationNetdevBridges(t *testing.T) {
 		_, quick := New(e.options(WithTimeouts(15*time.Second, 30*time.Second, 1500*time.Millisecond))...)
 		in2 := clone(t, in)
 		in2.Bridges[0].Ports = append(in2.Bridges[0].Ports, ovsspec.Port{Name: "dn0", Interfaces: []ovsspec.Interface{sys("dn0")}})
-		start := time.Now()
 		res := driver.Run(context.Background(), quick, mustJSON(t, in2))
-		took := time.Since(start)
 		if res.OK() || !strings.Contains(res.Error, "ovs: link down: dn0") {
 			t.Fatalf("result %+v", res)
 		}
-		if took < 1500*time.Millisecond || took > 5*time.Second {
-			t.Errorf("gave up after %s, want the 1.5 s link wait", took)
-		}
-		// Its link comes up: the step then succeeds without waiting out the wait.
+		// Its link comes up: the step then succeeds.
 		e.ip("-n", e.ns, "link", "set", "dn0p", "up")
-		start = time.Now()
 		runOK(t, quick, in2)
-		if took := time.Since(start); took > time.Second {
-			t.Errorf("a link already up took %s", took)
-		}
 		runOK(t, br, in)
 	})
 

@@ -26,7 +26,7 @@ var SystemdRestart = Restarter{
 }
 
 type options struct {
-	runDir   string // OVS_RUNDIR for ovs-appctl
+	runDir   string // OVS_RUNDIR: ovs-vswitchd's pidfile and control socket
 	endpoint string // ovsdb-server
 	logFile  string // ovs-vswitchd's log, for DPDK error hints
 	restart  Restarter
@@ -41,7 +41,8 @@ type options struct {
 type Option func(*options)
 
 // WithRunDir points the drivers at an OVS run directory: DIR/db.sock, and
-// ovs-appctl with OVS_RUNDIR=DIR. Default /var/run/openvswitch.
+// ovs-vswitchd's control socket found through DIR/ovs-vswitchd.pid. Default
+// /var/run/openvswitch.
 func WithRunDir(dir string) Option {
 	return func(o *options) {
 		o.runDir = dir
