@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-sockaddr"
@@ -38,7 +37,6 @@ type transport struct {
 	udp      *net.UDPConn
 	packets  chan *memberlist.Packet
 	streams  chan net.Conn
-	shutdown atomic.Bool
 	done     chan struct{} // closed by Shutdown: nobody may be reading the channels
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -162,13 +160,22 @@ func (t *transport) StreamCh() <-chan net.Conn { return t.streams }
 // connection nobody takes any more is dropped.
 func (t *transport) Shutdown() error {
 	t.stopOnce.Do(func() {
-		t.shutdown.Store(true)
 		close(t.done)
 		t.tcp.Close()
 		t.udp.Close()
 	})
 	t.wg.Wait()
 	return nil
+}
+
+// closed reports whether Shutdown has begun.
+func (t *transport) closed() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // acceptStreams hands incoming TCP connections to memberlist, backing off on
@@ -180,7 +187,7 @@ func (t *transport) acceptStreams() {
 	for {
 		conn, err := t.tcp.AcceptTCP()
 		if err != nil {
-			if t.shutdown.Load() {
+			if t.closed() {
 				return
 			}
 			delay = min(max(2*delay, minDelay), maxDelay)
@@ -207,7 +214,7 @@ func (t *transport) readPackets() {
 		n, from, err := t.udp.ReadFrom(buf)
 		at := time.Now()
 		if err != nil {
-			if t.shutdown.Load() {
+			if t.closed() {
 				return
 			}
 			t.log.Warn("gossip: read UDP packet", "err", err)
