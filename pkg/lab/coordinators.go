@@ -44,6 +44,7 @@ type Lab struct {
 	guard    string // nftables table keeping lab traffic on the bridge
 	gateway  string // the bridge's address
 	prefix   string
+	owner    *owner // nil: the lab may outlive its maker
 }
 
 // New prepares a lab in dir using the binaries in bin. prefix names every network

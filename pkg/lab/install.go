@@ -112,8 +112,25 @@ func UnpackBundle(ctx context.Context, archive, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	if out, err := exec.CommandContext(ctx, "tar", "-C", dir, "-xf", archive).CombinedOutput(); err != nil {
+	// Unpacked beside its place and renamed into it: a run killed half-way leaves
+	// no directory that looks whole to the next one.
+	tmp, err := os.MkdirTemp(dir, ".unpack-")
+	if err != nil {
+		return "", fmt.Errorf("lab: unpack %s: %w", archive, err)
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.CommandContext(ctx, "tar", "-C", tmp, "-xf", archive).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("lab: unpack %s: %w: %s", archive, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(top, bundle.SumsFile)); err == nil {
+		return top, nil // another run unpacked it meanwhile
+	}
+	_ = os.RemoveAll(top) // what a killed unpack of an older Plinth left
+	if err := os.Rename(filepath.Join(tmp, bundle.TopDir(m.Version)), top); err != nil {
+		if _, serr := os.Stat(filepath.Join(top, bundle.SumsFile)); serr == nil {
+			return top, nil
+		}
+		return "", fmt.Errorf("lab: unpack %s: %w", archive, err)
 	}
 	return top, nil
 }

@@ -22,6 +22,7 @@ type record struct {
 	Guard  string       `json:"guard,omitempty"`
 	Hosts  []hostRecord `json:"hosts,omitempty"`
 	Pids   []int        `json:"pids,omitempty"`
+	Owner  *owner       `json:"owner,omitempty"`
 }
 
 type hostRecord struct {
@@ -37,7 +38,7 @@ func (l *Lab) recordPath() string { return filepath.Join(l.Dir, "lab.json") }
 // save writes the record; callers hold no lock.
 func (l *Lab) save() error {
 	l.mu.Lock()
-	r := record{Prefix: l.prefix, Bridge: l.bridge, Guard: l.guard}
+	r := record{Prefix: l.prefix, Bridge: l.bridge, Guard: l.guard, Owner: l.owner}
 	for _, h := range l.hosts {
 		hr := hostRecord{Name: h.Name, NS: h.NS, HostLink: h.link}
 		if h.Machine != nil {

@@ -166,6 +166,7 @@ func bootedLab(t *testing.T, timeout time.Duration) (*lab.Lab, context.Context) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	pruneBundles(t, dir)
 	l.BundleDir = dir
 	return l, ctx
 }

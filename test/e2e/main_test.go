@@ -23,6 +23,16 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	// A run that was killed left its labs up, holding the networks every lab test
+	// uses: take them down first.
+	reaped, err := lab.ReapOrphans(context.Background(), filepath.Join(os.TempDir(), labDirPrefix+"*"))
+	for _, d := range reaped {
+		fmt.Fprintf(os.Stderr, "took down %s, a lab left by a test run that has ended\n", d)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "plinth-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -76,14 +86,20 @@ func freeBase(t *testing.T, n int) int {
 	return 0
 }
 
+// labDirPrefix starts the name of every test lab's directory (TestMain reaps them).
+const labDirPrefix = "plinth-e2e-lab-"
+
 // newLab makes a lab whose logs are printed if the test fails.
 func newLab(t *testing.T) *lab.Lab {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "plinth-e2e-")
+	dir, err := os.MkdirTemp("", labDirPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := lab.New(dir, binDir, fmt.Sprintf("pe%d", rand.IntN(1e6)))
+	if err := l.OwnedByThisProcess(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		l.Down(context.Background())
 		if t.Failed() {
@@ -178,6 +194,21 @@ func oneCoordinator(t *testing.T, ctx context.Context, yaml string) (*lab.Lab, *
 
 // bundleCache is where the lab tests unpack the site bundle (once per version).
 var bundleCache = filepath.Join(os.TempDir(), "plinth-e2e-bundle")
+
+// pruneBundles removes everything but keep from bundleCache: other versions' bundles
+// and what killed unpacks left, so the cache holds one version (about 0.5 GB), not
+// one per commit ever tested.
+func pruneBundles(t *testing.T, keep string) {
+	t.Helper()
+	entries, _ := os.ReadDir(bundleCache)
+	for _, e := range entries {
+		if p := filepath.Join(bundleCache, e.Name()); p != keep {
+			if err := os.RemoveAll(p); err != nil {
+				t.Logf("prune old bundle: %v", err)
+			}
+		}
+	}
+}
 
 // siteBundle is the site bundle the booted-host tests install from: $PLINTH_BUNDLE,
 // else the newest dist/plinth-bundle-*.tar (make test builds it first).
