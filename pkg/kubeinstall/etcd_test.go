@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +54,7 @@ func (s *procServices) Restart(ctx context.Context, unit string) error {
 	}
 	cmd := exec.Command(s.bin, "--config-file", Paths{Root: s.root}.Join(etcdConfig))
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a killed test
 	if err := cmd.Start(); err != nil {
 		return err
 	}

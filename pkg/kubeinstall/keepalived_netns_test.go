@@ -59,7 +59,7 @@ func (s *netnsKeepalived) Restart(context.Context, string) error {
 		"-f", conf, "-p", filepath.Join(s.root, "keepalived.pid"), "-r", filepath.Join(s.root, "vrrp.pid"))
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group: kill -9 takes the VRRP child too, as a power loss would.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return err
@@ -192,6 +192,7 @@ func (n *vrrpNode) startAPI(t *testing.T, certDir string) {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", n.ns, "openssl", "s_server", "-quiet", "-www", "-accept", "6443",
 		"-cert", filepath.Join(certDir, "cert.pem"), "-key", filepath.Join(certDir, "key.pem"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a killed test
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

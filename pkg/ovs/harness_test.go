@@ -222,17 +222,69 @@ func ping(ns, addr string) error {
 	return nil
 }
 
+// hugepageLedger holds a file per reservation a test process made, named for its
+// pid: a killed run cannot give its pages back, so the next one does. It is in /run,
+// which a reboot clears along with the reservations.
+const hugepageLedger = "/run/plinth-test-hugepages"
+
+// returnEndedRunsHugepages lowers nr_hugepages by the pages that runs which have
+// ended reserved and left behind.
+func returnEndedRunsHugepages(t testing.TB) {
+	t.Helper()
+	const nr = "/proc/sys/vm/nr_hugepages"
+	if err := os.MkdirAll(hugepageLedger, 0o755); err != nil {
+		t.Fatalf("hugepage ledger: %v", err)
+	}
+	entries, err := os.ReadDir(hugepageLedger)
+	if err != nil {
+		t.Fatalf("hugepage ledger: %v", err)
+	}
+	for _, en := range entries {
+		pidStr, _, _ := strings.Cut(en.Name(), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		p := filepath.Join(hugepageLedger, en.Name())
+		b, err := os.ReadFile(p)
+		n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || perr != nil || n <= 0 {
+			_ = os.Remove(p)
+			continue
+		}
+		cur, err := os.ReadFile(nr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have, _ := strconv.Atoi(strings.TrimSpace(string(cur)))
+		if err := os.WriteFile(nr, []byte(strconv.Itoa(max(have-n, 0))), 0o644); err != nil {
+			t.Fatalf("give back %d hugepages of ended run %d: %v", n, pid, err)
+		}
+		t.Logf("gave back %d hugepages that run %d reserved and left behind", n, pid)
+		_ = os.Remove(p)
+	}
+}
+
 // hugepages reserves n more 2 MiB pages and mounts hugetlbfs under the env's dir;
 // Cleanup unmounts, restores nr_hugepages exactly and removes DPDK's /var/run/dpdk
 // runtime dir if it did not exist before.
 func (e *ovsEnv) hugepages(n int) string {
 	e.t.Helper()
 	const nr = "/proc/sys/vm/nr_hugepages"
+	returnEndedRunsHugepages(e.t)
 	b, err := os.ReadFile(nr)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	prev, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	ledger, err := os.CreateTemp(hugepageLedger, fmt.Sprintf("%d-*", os.Getpid()))
+	if err == nil {
+		_, err = fmt.Fprint(ledger, n)
+		ledger.Close()
+	}
+	if err != nil {
+		e.t.Fatalf("hugepage ledger: %v", err)
+	}
 	_, statErr := os.Stat("/var/run/dpdk")
 	hadDPDKDir := statErr == nil
 	mnt := filepath.Join(e.dir, "hugepages")
@@ -242,6 +294,8 @@ func (e *ovsEnv) hugepages(n int) string {
 		_ = syscall.Unmount(mnt, 0)
 		if err := os.WriteFile(nr, []byte(strconv.Itoa(prev)), 0o644); err != nil {
 			e.t.Errorf("restore nr_hugepages=%d: %v", prev, err)
+		} else {
+			_ = os.Remove(ledger.Name())
 		}
 		if !hadDPDKDir {
 			_ = os.RemoveAll("/var/run/dpdk")

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -95,9 +96,13 @@ func TestFlanneldRealAPIServer(t *testing.T) {
 	}
 
 	// The node's namespace, on a veth pair whose root end carries the API server.
-	suffix := strconv.Itoa(os.Getpid() % 100000)
+	// A killed run leaves its namespace and veth (and their /24 route) behind: take
+	// those of ended runs down, and use a /24 of our own beside any that remain.
+	reapEndedRuns(t)
+	suffix := strconv.Itoa(os.Getpid())
 	ns, host, peer := "flt"+suffix, "flh"+suffix, "flp"+suffix
-	hostIP, nodeIP := "10.77.0.254", "10.77.0.1"
+	subnet := fmt.Sprintf("10.77.%d.", mrand.IntN(250))
+	hostIP, nodeIP, otherIP := subnet+"254", subnet+"1", subnet+"2"
 	sh(t, "ip", "netns", "add", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	sh(t, "ip", "link", "add", host, "type", "veth", "peer", "name", peer)
@@ -157,7 +162,7 @@ current-context: t
 		{ObjectMeta: metav1.ObjectMeta{Name: "n2", Annotations: map[string]string{
 			annotationPrefix + "/backend-type":        "vxlan",
 			annotationPrefix + "/backend-data":        `{"VNI":1,"VtepMAC":"6a:1b:2c:3d:4e:5f"}`,
-			annotationPrefix + "/public-ip":           "10.77.0.2",
+			annotationPrefix + "/public-ip":           otherIP,
 			annotationPrefix + "/kube-subnet-manager": "true",
 		}}, Spec: corev1.NodeSpec{PodCIDR: "10.244.2.0/24", PodCIDRs: []string{"10.244.2.0/24"}}},
 	} {
@@ -180,6 +185,7 @@ current-context: t
 			"-subnet-file", subnetFile, "-cni-conf", cniFile, "-iface", nodeIP)
 		cmd.Env = append(os.Environ(), "NODE_NAME=n1")
 		cmd.Stdout, cmd.Stderr = lf, lf
+		cmd.SysProcAttr = diesWithTest()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +223,7 @@ current-context: t
 			t.Errorf("no ARP entry for n2's VTEP: %s", out)
 		}
 		out, _ = exec.Command("ip", "netns", "exec", ns, "bridge", "fdb", "show", "dev", "flannel.1").CombinedOutput()
-		if !strings.Contains(string(out), "6a:1b:2c:3d:4e:5f dst 10.77.0.2") {
+		if !strings.Contains(string(out), "6a:1b:2c:3d:4e:5f dst "+otherIP) {
 			t.Errorf("no FDB entry for n2's VTEP: %s", out)
 		}
 		if b, err := os.ReadFile(cniFile); err != nil || !strings.Contains(string(b), `"subnet": "10.244.1.0/24"`) {
@@ -263,6 +269,36 @@ current-context: t
 	}
 }
 
+// diesWithTest makes a child die with the test process, even a killed one.
+func diesWithTest() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
+
+// reapEndedRuns deletes the veths (flh<pid>) and namespaces (flt<pid>) of test runs
+// whose process has ended.
+func reapEndedRuns(t *testing.T) {
+	t.Helper()
+	ended := func(name, prefix string) bool {
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, prefix))
+		return strings.HasPrefix(name, prefix) && err == nil && pid > 0 && syscall.Kill(pid, 0) == syscall.ESRCH
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		if ended(i.Name, "flh") {
+			t.Logf("deleting %s, left by an ended run", i.Name)
+			_ = exec.Command("ip", "link", "del", i.Name).Run()
+		}
+	}
+	nss, _ := os.ReadDir("/run/netns")
+	for _, e := range nss {
+		if ended(e.Name(), "flt") {
+			t.Logf("deleting namespace %s, left by an ended run", e.Name())
+			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
+	}
+}
+
 func sh(t *testing.T, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
@@ -304,6 +340,7 @@ func start(t *testing.T, dir, name, bin string, args ...string) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = diesWithTest()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
