@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +35,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "plinth-e2e-bin-")
+	removeEndedRunsBinaries()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", binDirPrefix, os.Getpid()))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -50,6 +53,22 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// binDirPrefix starts the name of each run's binary directory, then its pid.
+const binDirPrefix = "plinth-e2e-bin-"
+
+// removeEndedRunsBinaries removes the binary directories (about 100 MB each) that
+// killed runs never removed.
+func removeEndedRunsBinaries() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, d := range dirs {
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), binDirPrefix), "-")
+		if pid, err := strconv.Atoi(pidStr); err == nil && pid > 0 && syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its run may still be going
+		}
+		_ = os.RemoveAll(d)
+	}
 }
 
 var portMu sync.Mutex
