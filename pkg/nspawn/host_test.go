@@ -3,10 +3,13 @@ package nspawn
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +30,13 @@ type testLab struct {
 
 func newTestLab(t *testing.T, subnet string) *testLab {
 	rootfs := labRootfs(t)
-	l := &testLab{t: t, prefix: fmt.Sprintf("pns%d", os.Getpid()%10000), dir: t.TempDir(), subnet: subnet,
+	reapEndedTestLabs(t)
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", testLabDirPrefix, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // after down (cleanups run last first)
+	l := &testLab{t: t, prefix: testLabPrefix(os.Getpid()), dir: dir, subnet: subnet,
 		rootfs: rootfs, hosts: map[string]*Host{}, nets: map[string]NetNS{}}
 	l.runc = filepath.Join(l.dir, "runc-lab")
 	if out, err := exec.Command("go", "build", "-o", l.runc, "../../cmd/runc-lab").CombinedOutput(); err != nil {
@@ -64,6 +73,55 @@ func (l *testLab) boot(name string, ip int) *Host {
 	}
 	l.t.Logf("FIGURE host %s boot to running: %.2fs", name, time.Since(begin).Seconds())
 	return h
+}
+
+// testLabDirPrefix starts a test lab's directory name, then the test process's pid.
+const testLabDirPrefix = "plinth-nspawn-test-"
+
+// testLabPrefix names the links and namespaces of pid's test labs.
+func testLabPrefix(pid int) string { return fmt.Sprintf("pns%d", pid) }
+
+// reapEndedTestLabs removes what killed test runs left: their booted hosts (mounts,
+// cgroups), namespaces, links and directories. Booted hosts outlive their test by
+// design (their own session), and a run killed mid-test never reaches down.
+func reapEndedTestLabs(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), testLabDirPrefix+"*"))
+	for _, dir := range dirs {
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), testLabDirPrefix), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		machines, _ := filepath.Glob(filepath.Join(dir, "machines", "*"))
+		for _, md := range machines {
+			if h, err := Load(md); err == nil {
+				_ = h.PowerLoss()
+				if err := h.Remove(ctx); err != nil {
+					t.Logf("remove host %s of ended run %d: %v", md, pid, err)
+				}
+			}
+		}
+		prefix := testLabPrefix(pid)
+		nss, _ := os.ReadDir("/run/netns")
+		for _, e := range nss {
+			if strings.HasPrefix(e.Name(), prefix+"-") {
+				_ = DeleteNetNS(ctx, NetNS{Name: e.Name()})
+			}
+		}
+		ifs, _ := net.Interfaces()
+		for _, i := range ifs {
+			if rest, ok := strings.CutPrefix(i.Name, prefix); ok && (rest == "" || rest[0] < '0' || rest[0] > '9') {
+				_ = DeleteLink(ctx, i.Name)
+			}
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("remove %s of ended run %d: %v", dir, pid, err)
+			continue
+		}
+		t.Logf("took down %s, a test lab of run %d, which has ended", dir, pid)
+	}
 }
 
 func (l *testLab) down() {
