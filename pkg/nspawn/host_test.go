@@ -7,12 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/runpid"
 	"github.com/plinth-dev/plinth/pkg/nspawn/machinestate"
 )
 
@@ -89,9 +88,8 @@ func reapEndedTestLabs(t *testing.T) {
 	ctx := context.Background()
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), testLabDirPrefix+"*"))
 	for _, dir := range dirs {
-		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), testLabDirPrefix), "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+		pid, ended := runpid.Ended(filepath.Base(dir), testLabDirPrefix)
+		if !ended {
 			continue
 		}
 		machines, _ := filepath.Glob(filepath.Join(dir, "machines", "*"))

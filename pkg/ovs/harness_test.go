@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/plinth-dev/plinth/internal/runpid"
 )
 
 // ovsEnv is a real ovsdb-server and ovs-vswitchd (plain or DPDK build) in a
@@ -240,9 +242,8 @@ func returnEndedRunsHugepages(t testing.TB) {
 		t.Fatalf("hugepage ledger: %v", err)
 	}
 	for _, en := range entries {
-		pidStr, _, _ := strings.Cut(en.Name(), "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+		pid, ended := runpid.Ended(en.Name(), "")
+		if !ended {
 			continue
 		}
 		p := filepath.Join(hugepageLedger, en.Name())

@@ -10,13 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/runpid"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/pki"
@@ -63,11 +62,9 @@ const binDirPrefix = "plinth-e2e-bin-"
 func removeEndedRunsBinaries() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
 	for _, d := range dirs {
-		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), binDirPrefix), "-")
-		if pid, err := strconv.Atoi(pidStr); err == nil && pid > 0 && syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue // its run may still be going
+		if _, ended := runpid.Ended(filepath.Base(d), binDirPrefix); ended {
+			_ = os.RemoveAll(d)
 		}
-		_ = os.RemoveAll(d)
 	}
 }
 
