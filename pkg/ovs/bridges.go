@@ -134,25 +134,22 @@ func (bt *batch) apply(ctx context.Context, i int) error {
 		return nil
 	}
 	// Each bridge checked once, with every port the batch created or updated on it.
-	var order []string
-	checks := map[string]*staged{}
+	var checks []settleCheck
+	at := map[string]int{}
 	for _, c := range bt.changes {
 		if c.settle == nil {
 			continue
 		}
-		if have := checks[c.settle.Name]; have != nil {
-			have.ports = append(have.ports, c.ports...)
+		if i, ok := at[c.settle.Name]; ok {
+			checks[i].ports = append(checks[i].ports, c.ports...)
 			continue
 		}
-		order = append(order, c.settle.Name)
-		checks[c.settle.Name] = &staged{settle: c.settle, ports: slices.Clone(c.ports)}
+		at[c.settle.Name] = len(checks)
+		checks = append(checks, settleCheck{bridge: *c.settle, ports: slices.Clone(c.ports)})
 	}
-	for _, name := range order {
-		c := checks[name]
-		if err := bt.d.settle(ctx, *c.settle, c.ports); err != nil {
-			bt.err = err
-			return err
-		}
+	if err := bt.d.settle(ctx, checks); err != nil {
+		bt.err = err
+		return err
 	}
 	return nil
 }

@@ -15,6 +15,11 @@ func (o *options) checkPMD(ctx context.Context, mask string, ports []string) (st
 	if err != nil {
 		return "", err
 	}
+	return pmdVerdict(ts, mask, ports)
+}
+
+// pmdVerdict is checkPMD's judgement of the threads ts.
+func pmdVerdict(ts []pmdThread, mask string, ports []string) (string, error) {
 	if len(ts) == 0 {
 		if len(ports) > 0 {
 			return "", fmt.Errorf("ovs: no PMD thread polls DPDK ports %s", strings.Join(ports, ", "))
@@ -47,4 +52,33 @@ func (o *options) checkPMD(ctx context.Context, mask string, ports []string) (st
 		return "", fmt.Errorf("ovs: no PMD thread polls %s (PMD threads on CPUs %s)", strings.Join(missing, ", "), cpuList(cores))
 	}
 	return cpuList(cores), nil
+}
+
+// pmdQuery is one question to ovs-vswitchd about its PMD threads, asked in the
+// background so that a step reads the database meanwhile: right after DPDK ports
+// were added ovs-vswitchd takes a few milliseconds to answer.
+type pmdQuery struct {
+	done chan struct{}
+	ts   []pmdThread
+	err  error
+}
+
+// askPMD starts a pmdQuery; it ends with ctx or appctlTimeout at the latest.
+func (o *options) askPMD(ctx context.Context) *pmdQuery {
+	q := &pmdQuery{done: make(chan struct{})}
+	go func() {
+		defer close(q.done)
+		q.ts, q.err = o.pmdThreads(ctx)
+	}()
+	return q
+}
+
+// answer waits for the answer.
+func (q *pmdQuery) answer(ctx context.Context) ([]pmdThread, error) {
+	select {
+	case <-q.done:
+		return q.ts, q.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -16,15 +16,40 @@ import (
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
-// settle checks what a change created once ovs-vswitchd has applied it: the bridge
+// settleCheck is one bridge a step created or changed, with the ports it created
+// or updated there.
+type settleCheck struct {
+	bridge ovsspec.Bridge
+	ports  []ovsspec.Port
+}
+
+// settle checks what a step created once ovs-vswitchd has applied it: each bridge
 // exists in the datapath, every interface has an ofport and no error, and links are
 // up. An interface in error is removed with its port, so that ovs-vswitchd stops
 // retrying it on every reconfiguration and flooding its log; the error quotes OVS.
-func (d *BridgesDriver) settle(ctx context.Context, b ovsspec.Bridge, ports []ovsspec.Port) error {
+// One read serves every bridge and one wait every link: each round trip is time
+// the step spends beyond ovs-vswitchd's own reconfiguration.
+func (d *BridgesDriver) settle(ctx context.Context, checks []settleCheck) error {
+	if len(checks) == 0 {
+		return nil
+	}
 	s, err := d.db.read(ctx)
 	if err != nil {
 		return err
 	}
+	var ports []ovsspec.Port
+	for _, c := range checks {
+		if err := d.settleBridge(ctx, s, c.bridge, c.ports); err != nil {
+			return err
+		}
+		ports = append(ports, c.ports...)
+	}
+	return d.waitLinks(ctx, ports)
+}
+
+// settleBridge checks bridge b and its ports in s; it removes what failed and
+// returns why.
+func (d *BridgesDriver) settleBridge(ctx context.Context, s *dbView, b ovsspec.Bridge, ports []ovsspec.Port) error {
 	br := s.bridges[b.Name]
 	if br == nil {
 		return fmt.Errorf("ovs: bridge %s vanished after it was added", b.Name)
@@ -75,7 +100,7 @@ func (d *BridgesDriver) settle(ctx context.Context, b ovsspec.Bridge, ports []ov
 		}
 		return errors.New(msg + " (removed so ovs-vswitchd stops retrying)")
 	}
-	return d.waitLinks(ctx, ports)
+	return nil
 }
 
 // waitLinks waits for the links of dpdk and system interfaces to come up. The
@@ -155,6 +180,14 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	if err != nil {
 		return nil, err
 	}
+	// ovs-vswitchd answers for its PMD threads while ovsdb-server answers the read:
+	// asked one after the other, the step would wait for both in turn.
+	var pmd *pmdQuery
+	if slices.ContainsFunc(in.Bridges, func(b ovsspec.Bridge) bool { return hasDPDK(b.Ports) }) {
+		qctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		pmd = d.opts.askPMD(qctx)
+	}
 	s, err := d.db.read(ctx)
 	if err != nil {
 		return nil, err
@@ -191,11 +224,25 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 		return nil, fmt.Errorf("ovs: %s", strings.Join(problems, "; "))
 	}
 	if len(dpdk) > 0 {
-		cores, err := d.opts.checkPMD(ctx, s.root.OtherConfig["pmd-cpu-mask"], dpdk)
+		if pmd == nil {
+			pmd = d.opts.askPMD(ctx)
+		}
+		threads, err := pmd.answer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cores, err := pmdVerdict(threads, s.root.OtherConfig["pmd-cpu-mask"], dpdk)
 		if err != nil {
 			return nil, err
 		}
 		out["pmd_cores"] = cores
 	}
 	return out, nil
+}
+
+// hasDPDK reports whether any of ports has a DPDK interface.
+func hasDPDK(ports []ovsspec.Port) bool {
+	return slices.ContainsFunc(ports, func(p ovsspec.Port) bool {
+		return slices.ContainsFunc(p.Interfaces, func(i ovsspec.Interface) bool { return i.Type == ovsspec.TypeDPDK })
+	})
 }
