@@ -13,10 +13,19 @@
 # Why scratch modules: upstream programs bring their own dependency graphs (and
 # Kubernetes a replace line per staging repo), which must never enter Plinth's go.mod.
 #
+# --parts builds and caches every part but Plinth's own packages (make bundle-parts:
+# make test runs it beside the Go tests) and writes no archive.
+#
 # Environment: BUNDLE_VERSION (default: the packages' Debian version), DEB_VERSION
 # (which dist/plinth-*_<v>_amd64.deb to take; default: the newest), DIST (default dist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PARTS_ONLY=0
+case "${1:-}" in
+  --parts) PARTS_ONLY=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--parts]" >&2; exit 2 ;;
+esac
 REPO=$PWD
 CACHE=${PLINTH_CACHE:-$HOME/.cache/plinth}
 DIST=${DIST:-dist}
@@ -192,6 +201,10 @@ image coredns "$PIN_COREDNS" /usr/local/bin/coredns "$CACHE/coredns/$PIN_COREDNS
 image hello "$PIN_HELLO" /usr/local/bin/hello "$OWN/hello"
 image flannel "$PIN_FLANNEL" /usr/local/bin/flanneld "$FLN/flanneld"
 if ((built)); then done_ "built $built, cached $cached"; else done_ "cached $cached"; fi
+if ((PARTS_ONLY)); then
+  printf 'bundle: %-12s %7ss  %s\n' total "$(since "$T0")" "parts cached under $CACHE"
+  exit 0
+fi
 
 # --- the Plinth packages from make packages
 begin packages
