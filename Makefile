@@ -14,7 +14,7 @@ LAB_DIR ?= /var/tmp/plinth-lab
 # The newest site bundle make bundle wrote (expanded when a recipe runs, after bundle).
 BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 
-.PHONY: help build deps k8s-bins packages test-packages bundle bundle-parts bundle-parts-idle test test-go test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-agent bench-gossip bench-scale bench-network bench-ovs bench-ceph bench-lab bench-kube clean
+.PHONY: help build deps k8s-bins packages test-packages bundle bundle-parts test test-go test-unit test-race test-flanneld test-e2e chaos test-chaos fuzz vet demo demo-charts demo-down bench bench-consensus bench-agent bench-gossip bench-scale bench-network bench-ovs bench-ceph bench-lab bench-kube clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -46,7 +46,7 @@ bundle: packages ## the offline site bundle dist/plinth-bundle-<version>.tar (sc
 	./scripts/build-bundle.sh
 
 bundle-parts: ## build and cache the bundle's parts but Plinth's packages (Kubernetes, etcd, CNI, CoreDNS, flannel, images); no archive
-	./scripts/build-bundle.sh --parts
+	$(NICE) ./scripts/build-bundle.sh --parts
 
 vet:
 	$(GO) vet -tags "$(TAGS)" ./...
@@ -81,7 +81,7 @@ fuzz: ## fuzz the manifest decoder briefly
 # suites themselves one at a time.
 test: deps k8s-bins ## the full default suite (what CI runs)
 	@echo "make test: $$(date +%T) Go tests, the bundle's parts beside them"
-	$(MAKE) --no-print-directory -j2 test-go bundle-parts-idle
+	$(MAKE) --no-print-directory -j2 test-go bundle-parts NICE="nice -n 19"
 	@echo "make test: $$(date +%T) flanneld, end-to-end, chaos, fuzz"
 	$(MAKE) --no-print-directory SERIAL=1 test-flanneld test-e2e test-chaos fuzz
 	@echo "make test: $$(date +%T) done"
@@ -92,9 +92,6 @@ endif
 
 test-go:
 	$(MAKE) --no-print-directory SERIAL=1 vet test-race test-unit test-packages
-
-bundle-parts-idle:
-	nice -n 19 ./scripts/build-bundle.sh --parts
 
 demo: bundle demo-charts ## run the lab: booted hosts installed from the site bundle, until the site is Ready and its demo application runs
 	$(BIN)/plinth-lab up --dir $(LAB_DIR) --bin $(BIN) --bundle $(BUNDLE)

@@ -182,8 +182,9 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	}
 	// ovs-vswitchd answers for its PMD threads while ovsdb-server answers the read:
 	// asked one after the other, the step would wait for both in turn.
+	dpdk := dpdkInterfaces(in.Bridges)
 	var pmd *pmdQuery
-	if slices.ContainsFunc(in.Bridges, func(b ovsspec.Bridge) bool { return hasDPDK(b.Ports) }) {
+	if len(dpdk) > 0 {
 		qctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		pmd = d.opts.askPMD(qctx)
@@ -193,7 +194,7 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 		return nil, err
 	}
 	out := map[string]string{}
-	var dpdk, problems []string
+	var problems []string
 	for _, b := range in.Bridges {
 		var ports []string
 		for _, p := range b.Ports {
@@ -211,9 +212,6 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 				case want.Type != ovsspec.TypeInternal && strOr(i.LinkState) != "up":
 					problems = append(problems, want.Name+": link "+orNone(strOr(i.LinkState)))
 				}
-				if want.Type == ovsspec.TypeDPDK {
-					dpdk = append(dpdk, want.Name)
-				}
 				st = append(st, fmt.Sprintf("%s ofport %d link %s", want.Name, intOr(i.Ofport), orNone(strOr(i.LinkState))))
 			}
 			ports = append(ports, strings.Join(st, " + "))
@@ -223,10 +221,7 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("ovs: %s", strings.Join(problems, "; "))
 	}
-	if len(dpdk) > 0 {
-		if pmd == nil {
-			pmd = d.opts.askPMD(ctx)
-		}
+	if pmd != nil {
 		threads, err := pmd.answer(ctx)
 		if err != nil {
 			return nil, err
@@ -240,9 +235,17 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	return out, nil
 }
 
-// hasDPDK reports whether any of ports has a DPDK interface.
-func hasDPDK(ports []ovsspec.Port) bool {
-	return slices.ContainsFunc(ports, func(p ovsspec.Port) bool {
-		return slices.ContainsFunc(p.Interfaces, func(i ovsspec.Interface) bool { return i.Type == ovsspec.TypeDPDK })
-	})
+// dpdkInterfaces names the DPDK interfaces of bridges.
+func dpdkInterfaces(bridges []ovsspec.Bridge) []string {
+	var names []string
+	for _, b := range bridges {
+		for _, p := range b.Ports {
+			for _, i := range p.Interfaces {
+				if i.Type == ovsspec.TypeDPDK {
+					names = append(names, i.Name)
+				}
+			}
+		}
+	}
+	return names
 }
