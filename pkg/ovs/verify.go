@@ -158,6 +158,23 @@ func (d *BridgesDriver) waitLinks(ctx context.Context, ports []ovsspec.Port) err
 	return nil
 }
 
+// linksSettling returns the interfaces of bridges, one a port, whose rows exist
+// without error and whose links are not up: those a link wait may still see come up.
+func linksSettling(s *dbView, bridges []ovsspec.Bridge) []ovsspec.Port {
+	var out []ovsspec.Port
+	for _, b := range bridges {
+		for _, p := range b.Ports {
+			for _, want := range p.Interfaces {
+				i := s.ifaceByName[want.Name]
+				if want.Type != ovsspec.TypeInternal && i != nil && ifaceError(i) == "" && i.Ofport != nil && strOr(i.LinkState) != "up" {
+					out = append(out, ovsspec.Port{Name: p.Name, Interfaces: []ovsspec.Interface{want}})
+				}
+			}
+		}
+	}
+	return out
+}
+
 func linksDown(s *dbView, ports []ovsspec.Port) []string {
 	var down []string
 	for _, p := range ports {
@@ -192,6 +209,16 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	s, err := d.db.read(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// A link that came up a moment ago may not be in the database yet (a retried
+	// step has nothing to apply, so settle did not wait): wait as settle does.
+	if waiting := linksSettling(s, in.Bridges); len(waiting) > 0 {
+		if err := d.waitLinks(ctx, waiting); err != nil {
+			return nil, err
+		}
+		if s, err = d.db.read(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out := map[string]string{}
 	var problems []string
