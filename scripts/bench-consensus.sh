@@ -28,6 +28,8 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-consensus.XXXXXX")
 pid=
+keep= # -keep asks the benchmark to keep its scratch directory, which lives in $work
+case " $* " in *" -keep "* | *" --keep "* | *" -keep=true "* | *" --keep=true "*) keep=1 ;; esac
 cleanup() {
   # The benchmark kills its own processes on exit or interrupt; this covers the case
   # where it was itself killed (its children die with it through Pdeathsig).
@@ -35,7 +37,11 @@ cleanup() {
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
-  rm -rf "$work"
+  if [ -n "$keep" ]; then
+    echo "$(basename "$0"): kept $work" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -24,12 +24,18 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-scale.XXXXXX")
 pid=
+keep= # -keep asks the benchmark to keep its scratch directory, which lives in $work
+case " $* " in *" -keep "* | *" --keep "* | *" -keep=true "* | *" --keep=true "*) keep=1 ;; esac
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
-  rm -rf "$work"
+  if [ -n "$keep" ]; then
+    echo "$(basename "$0"): kept $work" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
