@@ -50,7 +50,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "print the first lines of each apply's plan")
 	flag.BoolVar(&o.gossip, "gossip", true, "agents gossip (each a memberlist pool in this process); off, the site cannot become Ready (no host is Reachable) and each apply is timed until every step succeeded")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory and its logs")
-	flag.IntVar(&o.profile, "profile", 0, "seconds of every coordinator's CPU profile taken from the start of each size's first apply (or the one -profile-phase picks), written to leader-cpu.pprof and <name>-cpu.pprof in its scratch directory, and this process's (the agents') to agents-cpu.pprof (use with -keep)")
+	flag.IntVar(&o.profile, "profile", 0, "seconds of every coordinator's CPU profile taken from the start of each size's first apply (or the one -profile-phase picks), written to leader-cpu.pprof and <name>-cpu.pprof in its scratch directory, and this process's (the agents') to agents-cpu.pprof; the leader's heap once the phases are done to leader-heap.pprof (use with -keep)")
 	flag.IntVar(&o.profilePhase, "profile-phase", 0, "which apply -profile covers: 0 the first, 1 the change to every host, 2 the change to one")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest wait for Site Ready per apply")
 	printManifest := flag.Int("print-manifest", 0, "print the manifest of a site of this many hosts and exit")

@@ -286,6 +286,12 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		return nil, err
 	}
 	res.steps = len(steps)
+	if o.profile > 0 {
+		// What the leader holds once every phase is done: its RSS below.
+		if err := coordinatorProfile(ctx, cls[leader.Name], "heap", filepath.Join(dir, "leader-heap.pprof"), 0); err != nil {
+			fmt.Printf("    leader heap profile: %v\n", err)
+		}
+	}
 	res.leaderPeakKB, _ = memKB(pid, "VmHWM")
 	res.leaderRSSKB, _ = memKB(pid, "VmRSS")
 	res.harnessKB, _ = memKB(os.Getpid(), "VmRSS")
@@ -321,16 +327,25 @@ func selfProfile(ctx context.Context, path string, secs int) error {
 
 // cpuProfile writes a coordinator's CPU profile of the next secs seconds to path.
 func cpuProfile(ctx context.Context, cl *client.Client, path string, secs int) error {
+	return coordinatorProfile(ctx, cl, "cpu", path, secs)
+}
+
+// coordinatorProfile writes a coordinator's runtime profile name (cpu for secs
+// seconds; heap and the others as they stand) to path.
+func coordinatorProfile(ctx context.Context, cl *client.Client, name, path string, secs int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	_, err = cl.Do(ctx, "GET", wire.ProfilePath("cpu", secs), nil, io.Writer(f))
+	_, err = cl.Do(ctx, "GET", wire.ProfilePath(name, secs), nil, io.Writer(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	switch {
+	case err == nil && name == "cpu":
 		fmt.Printf("    CPU profile (%ds): %s\n", secs, path)
+	case err == nil:
+		fmt.Printf("    %s profile: %s\n", name, path)
 	}
 	return err
 }
