@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -417,6 +419,49 @@ func TestIntegrationStartReportedOnlyForLongRuns(t *testing.T) {
 	if ents, err := os.ReadDir(pending); err != nil || len(ents) != 0 {
 		t.Fatalf("pending results after a slow run: %v, %v; want an empty directory", ents, err)
 	}
+
+	// The inputs change while a slow run is in its grace: the coordinator refuses its
+	// late start, yet the run changed the host, so the log still says how it ended.
+	before, _ := d.counts()
+	apply(t, ctx, tc.admin, hostYAML(1400))
+	poll.Until(t, 30*time.Second, "slow run under way", func() error {
+		if n, _ := d.counts(); n == before {
+			return errors.New("not applying yet")
+		}
+		return nil
+	})
+	apply(t, ctx, tc.admin, hostYAML(1300))
+	poll.Until(t, 60*time.Second, "changed inputs applied", func() error {
+		if r = step(); r.State != plan.Succeeded || r.AppliedHash != r.InputsHash || !strings.Contains(string(r.Inputs), "1300") {
+			return fmt.Errorf("step is %s", r.State)
+		}
+		return nil
+	})
+	if !strings.Contains(logs.String(), "step changed on the coordinator before it started") {
+		t.Fatal("the run's late start was not refused: the test did not test what it says")
+	}
+	if open := runsWithoutEnd(logs.String()); len(open) > 0 {
+		t.Fatalf("runs started without an end in the log: %v", open)
+	}
+}
+
+// runsWithoutEnd lists the runs in an agent's JSON log that started and never
+// logged how they ended.
+func runsWithoutEnd(log string) []string {
+	open := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		var rec struct{ Msg, Run string }
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Run == "" {
+			continue
+		}
+		switch rec.Msg {
+		case "step started":
+			open[rec.Run] = true
+		case "step succeeded", "step failed", "step interrupted by shutdown; it will run again":
+			delete(open, rec.Run)
+		}
+	}
+	return slices.Sorted(maps.Keys(open))
 }
 
 type notes struct {

@@ -503,6 +503,18 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64
 	began := time.Now()
 	res := a.execute(ctx, st)
 	took := time.Since(began)
+	// Every run that started ends in the log, whatever becomes of its report: it
+	// changed the host even if the coordinator refuses its start below.
+	switch {
+	case ctx.Err() != nil:
+		// Not the step's failure: it stays as it was and runs again after restart.
+		log.Info("step interrupted by shutdown; it will run again")
+	case res.OK():
+		log.Info("step succeeded", "changes", len(res.Changes), "took", took.Round(time.Millisecond))
+	default:
+		// Driver errors are written for reports (the coordinator shows them too).
+		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took.Round(time.Millisecond))
+	}
 	started := late == nil
 	if late != nil {
 		var err error
@@ -511,15 +523,7 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64
 		}
 	}
 	if ctx.Err() != nil {
-		// Not the step's failure: it stays as it was and runs again after restart.
-		log.Info("step interrupted by shutdown; it will run again")
 		return ranStep, 0
-	}
-	if res.OK() {
-		log.Info("step succeeded", "changes", len(res.Changes), "took", took.Round(time.Millisecond))
-	} else {
-		// Driver errors are written for reports (the coordinator shows them too).
-		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took.Round(time.Millisecond))
 	}
 	p := Pending{ID: st.ID, Kind: st.Kind, InputsHash: st.InputsHash, RunID: runID, Result: res}
 	if !started {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,6 +263,17 @@ func (e *labEnv) stepsByID() map[string]plan.Record {
 
 var journalLine = regexp.MustCompile(`plinth-agent\[(\d+)\]: (\{.*\})$`)
 
+// linesOf is the lines of a journal that name any of runs.
+func linesOf(journal string, runs ...string) string {
+	var out []string
+	for _, line := range strings.Split(journal, "\n") {
+		if slices.ContainsFunc(runs, func(r string) bool { return strings.Contains(line, r) }) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // noOverlappingRuns reads h's agent journal: within one agent process, a step is never
 // started again before its previous run ended (reported or failed).
 func (e *labEnv) noOverlappingRuns(h *lab.Host) error {
@@ -287,7 +299,8 @@ func (e *labEnv) noOverlappingRuns(h *lab.Host) error {
 		switch rec.Msg {
 		case "step started":
 			if run, ok := open[k]; ok && run != rec.Run {
-				return fmt.Errorf("step %s started (run %s) while run %s of it was still going (agent pid %s)", rec.Step, rec.Run, run, m[1])
+				return fmt.Errorf("step %s started (run %s) while run %s of it was still going (agent pid %s); the runs' journal:\n%s",
+					rec.Step, rec.Run, run, m[1], linesOf(out, run, rec.Run))
 			}
 			open[k] = rec.Run
 		case "step succeeded", "step failed", "step interrupted by shutdown; it will run again":
