@@ -184,7 +184,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 						file = "leader-cpu.pprof"
 					}
 					pwg.Go(func() {
-						if err := cpuProfile(ctx, cl, filepath.Join(dir, file), o.profile); err != nil {
+						if err := coordinatorProfile(ctx, cl, "cpu", filepath.Join(dir, file), o.profile); err != nil {
 							fmt.Printf("    %s profile: %v\n", name, err)
 						}
 					})
@@ -323,11 +323,6 @@ func selfProfile(ctx context.Context, path string, secs int) error {
 	}
 	fmt.Printf("    CPU profile (%ds): %s\n", secs, path)
 	return nil
-}
-
-// cpuProfile writes a coordinator's CPU profile of the next secs seconds to path.
-func cpuProfile(ctx context.Context, cl *client.Client, path string, secs int) error {
-	return coordinatorProfile(ctx, cl, "cpu", path, secs)
 }
 
 // coordinatorProfile writes a coordinator's runtime profile name (cpu for secs

@@ -158,21 +158,36 @@ func (d *BridgesDriver) waitLinks(ctx context.Context, ports []ovsspec.Port) err
 	return nil
 }
 
-// linksSettling returns the interfaces of bridges, one a port, whose rows exist
-// without error and whose links are not up: those a link wait may still see come up.
-func linksSettling(s *dbView, bridges []ovsspec.Bridge) []ovsspec.Port {
-	var out []ovsspec.Port
+// bridgeStatus reads bridges' interfaces in s: the outputs, what is wrong, and the
+// interfaces whose only fault is a link not up (one a port), which a link wait may
+// still see come up.
+func bridgeStatus(s *dbView, bridges []ovsspec.Bridge) (out map[string]string, problems []string, linkDown []ovsspec.Port) {
+	out = map[string]string{}
 	for _, b := range bridges {
+		var ports []string
 		for _, p := range b.Ports {
+			var st []string
 			for _, want := range p.Interfaces {
 				i := s.ifaceByName[want.Name]
-				if want.Type != ovsspec.TypeInternal && i != nil && ifaceError(i) == "" && i.Ofport != nil && strOr(i.LinkState) != "up" {
-					out = append(out, ovsspec.Port{Name: p.Name, Interfaces: []ovsspec.Interface{want}})
+				switch {
+				case i == nil:
+					problems = append(problems, want.Name+": missing")
+					continue
+				case ifaceError(i) != "":
+					problems = append(problems, want.Name+": "+ifaceError(i))
+				case i.Ofport == nil:
+					problems = append(problems, want.Name+": no ofport")
+				case want.Type != ovsspec.TypeInternal && strOr(i.LinkState) != "up":
+					problems = append(problems, want.Name+": link "+orNone(strOr(i.LinkState)))
+					linkDown = append(linkDown, ovsspec.Port{Name: p.Name, Interfaces: []ovsspec.Interface{want}})
 				}
+				st = append(st, fmt.Sprintf("%s ofport %d link %s", want.Name, intOr(i.Ofport), orNone(strOr(i.LinkState))))
 			}
+			ports = append(ports, strings.Join(st, " + "))
 		}
+		out["bridge/"+b.Name] = strings.Join(ports, "; ")
 	}
-	return out
+	return out, problems, linkDown
 }
 
 func linksDown(s *dbView, ports []ovsspec.Port) []string {
@@ -210,40 +225,17 @@ func (d *BridgesDriver) Outputs(ctx context.Context, raw json.RawMessage) (map[s
 	if err != nil {
 		return nil, err
 	}
-	// A link that came up a moment ago may not be in the database yet (a retried
-	// step has nothing to apply, so settle did not wait): wait as settle does.
-	if waiting := linksSettling(s, in.Bridges); len(waiting) > 0 {
-		if err := d.waitLinks(ctx, waiting); err != nil {
+	out, problems, linkWait := bridgeStatus(s, in.Bridges)
+	if len(linkWait) > 0 && len(linkWait) == len(problems) {
+		// A link that came up a moment ago may not be in the database yet (a retried
+		// step has nothing to apply, so settle did not wait): wait as settle does.
+		if err := d.waitLinks(ctx, linkWait); err != nil {
 			return nil, err
 		}
 		if s, err = d.db.read(ctx); err != nil {
 			return nil, err
 		}
-	}
-	out := map[string]string{}
-	var problems []string
-	for _, b := range in.Bridges {
-		var ports []string
-		for _, p := range b.Ports {
-			var st []string
-			for _, want := range p.Interfaces {
-				i := s.ifaceByName[want.Name]
-				switch {
-				case i == nil:
-					problems = append(problems, want.Name+": missing")
-					continue
-				case ifaceError(i) != "":
-					problems = append(problems, want.Name+": "+ifaceError(i))
-				case i.Ofport == nil:
-					problems = append(problems, want.Name+": no ofport")
-				case want.Type != ovsspec.TypeInternal && strOr(i.LinkState) != "up":
-					problems = append(problems, want.Name+": link "+orNone(strOr(i.LinkState)))
-				}
-				st = append(st, fmt.Sprintf("%s ofport %d link %s", want.Name, intOr(i.Ofport), orNone(strOr(i.LinkState))))
-			}
-			ports = append(ports, strings.Join(st, " + "))
-		}
-		out["bridge/"+b.Name] = strings.Join(ports, "; ")
+		out, problems, _ = bridgeStatus(s, in.Bridges)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("ovs: %s", strings.Join(problems, "; "))
