@@ -204,7 +204,7 @@ func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWri
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
-		if fromState && r.Method == http.MethodGet && !s.caughtUp() {
+		if fromState && r.Method == http.MethodGet && !s.caughtUp(r.Context()) {
 			s.writeErr(w, r, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("coordinator %s is still catching up with the leader; ask another coordinator", s.cfg.Name)})
 			return
 		}
@@ -303,19 +303,44 @@ func (s *Server) routes() {
 	s.handle("POST "+wire.PathRaftJoin, coordinators, s.raftJoin)
 }
 
-// caughtUp reports whether this coordinator has applied everything it knows to be
-// committed since it started, so its local reads are not from before a restart.
-// Once true it stays true: later lag is what ?consistent is for.
-func (s *Server) caughtUp() bool {
+// catchUpWait is how long a read waits for entries committed but not yet applied
+// before it is refused: a coordinator in step with the leader (the leader itself
+// too) applies them within milliseconds; one replaying a long log after a restart
+// sends its readers to another coordinator instead of answering from old state.
+const catchUpWait = 2 * time.Second
+
+// caughtUp reports whether this coordinator has applied everything it knew to be
+// committed when first asked since it started, so its local reads are not from
+// before a restart. Once true it stays true: later lag is what ?consistent is for.
+// It waits up to catchUpWait for that index rather than comparing once: Raft moves
+// the commit index before it hands the entries to the FSM, so under writes a
+// replica in step (the leader too) can be caught between the two.
+func (s *Server) caughtUp(ctx context.Context) bool {
 	if s.synced.Load() {
 		return true
 	}
 	leader, _ := s.cfg.Raft.Leader()
 	ci := s.cfg.Raft.CommitIndex()
-	if leader != "" && ci > 0 && s.cfg.Raft.AppliedIndex() >= ci {
-		s.synced.Store(true)
+	if leader == "" || ci == 0 {
+		return false
 	}
-	return s.synced.Load()
+	if s.cfg.Raft.AppliedIndex() < ci {
+		deadline := time.NewTimer(catchUpWait)
+		defer deadline.Stop()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for s.cfg.Raft.AppliedIndex() < ci {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-deadline.C:
+				return false
+			case <-tick.C:
+			}
+		}
+	}
+	s.synced.Store(true)
+	return true
 }
 
 // httpError is an error with the status it maps to.
