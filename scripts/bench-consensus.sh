@@ -26,31 +26,10 @@ if [ ! -x "$ETCD" ]; then
   apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-consensus.XXXXXX")
-pid=
-keep= # -keep asks the benchmark to keep its scratch directory, which lives in $work
-case " $* " in *" -keep "* | *" --keep "* | *" -keep=true "* | *" --keep=true "*) keep=1 ;; esac
-cleanup() {
-  # The benchmark kills its own processes on exit or interrupt; this covers the case
-  # where it was itself killed (its children die with it through Pdeathsig).
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  if [ -n "$keep" ]; then
-    echo "$(basename "$0"): kept $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. scripts/bench-scratch.sh bench-consensus "$@"
 
 echo "bench-consensus: building plinth-coordinator and the benchmark"
 $GO build -o "$work/bin/plinth-coordinator" ./cmd/coordinator
 (cd bench && $GO build -o "$work/bin/bench-consensus" ./consensus)
 
-# Run in the background and wait, so the traps fire on Ctrl-C while it runs.
-"$work/bin/bench-consensus" -bin "$work/bin" -etcd "$ETCD" -dir "$work" "$@" &
-pid=$!
-wait "$pid"
+bench_run "$work/bin/bench-consensus" -bin "$work/bin" -etcd "$ETCD" -dir "$work" "$@"

@@ -22,23 +22,7 @@ if ! command -v ansible-playbook >/dev/null; then
   fi
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-scale.XXXXXX")
-pid=
-keep= # -keep asks the benchmark to keep its scratch directory, which lives in $work
-case " $* " in *" -keep "* | *" --keep "* | *" -keep=true "* | *" --keep=true "*) keep=1 ;; esac
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  if [ -n "$keep" ]; then
-    echo "$(basename "$0"): kept $work" >&2
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. scripts/bench-scratch.sh bench-scale "$@"
 
 echo "bench-scale: building plinth-coordinator and the benchmark"
 $GO build -o "$work/bin/plinth-coordinator" ./cmd/coordinator
@@ -46,6 +30,4 @@ $GO build -o "$work/bin/plinth-coordinator" ./cmd/coordinator
 
 # A thousand agents hold a few thousand sockets and files.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-"$work/bin/bench-scale" -bin "$work/bin" -dir "$work" "$@" &
-pid=$!
-wait "$pid"
+bench_run "$work/bin/bench-scale" -bin "$work/bin" -dir "$work" "$@"

@@ -461,9 +461,9 @@ func runsWithoutEnd(log string) []string {
 			continue
 		}
 		switch rec.Msg {
-		case "step started":
+		case LogRunStarted:
 			open[rec.Run] = true
-		case "step succeeded", "step failed", "step interrupted by shutdown; it will run again":
+		case LogRunSucceeded, LogRunFailed, LogRunInterrupted:
 			delete(open, rec.Run)
 		}
 	}

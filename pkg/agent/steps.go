@@ -499,7 +499,7 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64
 		late = a.startLate(ctx, rep)
 	}
 	a.drift.forget(st.ID)
-	log.Info("step started", "attempt", st.Attempts+1)
+	log.Info(LogRunStarted, "attempt", st.Attempts+1)
 	began := time.Now()
 	res := a.execute(ctx, st)
 	took := time.Since(began)
@@ -508,12 +508,12 @@ func (a *agent) runStep(ctx context.Context, st wire.AgentStep) (outcome, uint64
 	switch {
 	case ctx.Err() != nil:
 		// Not the step's failure: it stays as it was and runs again after restart.
-		log.Info("step interrupted by shutdown; it will run again")
+		log.Info(LogRunInterrupted)
 	case res.OK():
-		log.Info("step succeeded", "changes", len(res.Changes), "took", took.Round(time.Millisecond))
+		log.Info(LogRunSucceeded, "changes", len(res.Changes), "took", took.Round(time.Millisecond))
 	default:
 		// Driver errors are written for reports (the coordinator shows them too).
-		log.Warn("step failed", "err", res.Error, "retryable", res.Retryable, "took", took.Round(time.Millisecond))
+		log.Warn(LogRunFailed, "err", res.Error, "retryable", res.Retryable, "took", took.Round(time.Millisecond))
 	}
 	started := late == nil
 	if late != nil {

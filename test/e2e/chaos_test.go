@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/internal/poll"
+	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/wire"
@@ -297,13 +298,13 @@ func (e *labEnv) noOverlappingRuns(h *lab.Host) error {
 		}
 		k := m[1] + "/" + rec.Step
 		switch rec.Msg {
-		case "step started":
+		case agent.LogRunStarted:
 			if run, ok := open[k]; ok && run != rec.Run {
 				return fmt.Errorf("step %s started (run %s) while run %s of it was still going (agent pid %s); the runs' journal:\n%s",
 					rec.Step, rec.Run, run, m[1], linesOf(out, run, rec.Run))
 			}
 			open[k] = rec.Run
-		case "step succeeded", "step failed", "step interrupted by shutdown; it will run again":
+		case agent.LogRunSucceeded, agent.LogRunFailed, agent.LogRunInterrupted:
 			delete(open, k)
 		}
 	}
