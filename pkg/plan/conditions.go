@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +21,11 @@ type HostView struct {
 	// Invalid says why the host's spec does not fit its reported facts (CheckFacts);
 	// "" when it does or no facts are known.
 	Invalid string
-	Steps   []Record
+	// Steps are the host's step records, in any order; or, from a caller that
+	// keeps a tally of them, Tally and Step, which reads one record by ID.
+	Steps []Record
+	Tally *StepTally
+	Step  func(id string) Record
 	// Certs are the host's own certificates (agent; coordinator on controllers),
 	// KubeCerts kubeadm's control-plane certificates it reported; each judged only
 	// when known (IdentityExpiry, KubeExpiry).
@@ -32,30 +35,20 @@ type HostView struct {
 
 // HostConditions computes a host's conditions. prev carries the last transition times.
 func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condition {
-	// The FSM hands them over in ID order already; records are large, so they are
-	// copied and sorted only when they are not.
-	steps := h.Steps
-	if !sort.SliceIsSorted(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID }) {
-		steps = append([]Record(nil), h.Steps...)
-		sort.Slice(steps, func(i, j int) bool { return steps[i].ID < steps[j].ID })
-	}
-
-	var blocked, failed, drifted, busy []*Record
-	for i := range steps {
-		s := &steps[i]
-		if len(s.Drift) > 0 {
-			drifted = append(drifted, s)
+	tally, rec := h.Tally, h.Step
+	if tally == nil {
+		tally = TallyOf(h.Steps)
+		byID := make(map[string]int, len(h.Steps))
+		for i := range h.Steps {
+			byID[h.Steps[i].ID] = i
 		}
-		switch s.State {
-		case Blocked:
-			blocked = append(blocked, s)
-		case Failed:
-			failed = append(failed, s)
-		case Succeeded:
-		default:
-			busy = append(busy, s)
-		}
+		rec = func(id string) Record { return h.Steps[byID[id]] }
 	}
+	blocked, nBlocked := tally.first(tallyBlocked, rec)
+	failed, nFailed := tally.first(tallyFailed, rec)
+	busy, nBusy := tally.first(tallyBusy, rec)
+	drifted, nDrifted := tally.first(tallyDrifted, rec)
+	total := tally.Len()
 	c := conds{gen: h.Generation, now: now, prev: prev, out: make([]api.Condition, 0, 9)}
 
 	reach := h.Reachable
@@ -74,13 +67,13 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 	} else {
 		c.set(api.ConditionInvalidSpec, api.ConditionFalse, "Valid", "")
 	}
-	if len(blocked) > 0 {
-		c.set(api.ConditionBlocked, api.ConditionTrue, "StepBlocked", stepMsg(h.Name, blocked[0], len(blocked)))
+	if nBlocked > 0 {
+		c.set(api.ConditionBlocked, api.ConditionTrue, "StepBlocked", stepMsg(h.Name, blocked, nBlocked))
 	} else {
 		c.set(api.ConditionBlocked, api.ConditionFalse, "NoBlockedSteps", "")
 	}
-	if len(drifted) > 0 {
-		c.set(api.ConditionDrifted, api.ConditionTrue, "HostChanged", stepMsg(h.Name, drifted[0], len(drifted)))
+	if nDrifted > 0 {
+		c.set(api.ConditionDrifted, api.ConditionTrue, "HostChanged", stepMsg(h.Name, drifted, nDrifted))
 	} else {
 		c.set(api.ConditionDrifted, api.ConditionFalse, "InSync", "")
 	}
@@ -92,20 +85,20 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 		st, reason, msg := KubeExpiry(h.Name, h.KubeCerts, now)
 		c.set(api.ConditionKubeCertificatesExpiring, st, reason, msg)
 	}
-	unfinished := len(blocked) + len(failed) + len(busy)
+	unfinished := nBlocked + nFailed + nBusy
 	if unfinished > 0 {
 		first := firstOf(failed, busy, blocked)
-		c.set(api.ConditionReconciling, api.ConditionTrue, "StepsPending", fmt.Sprintf("%d of %d steps not done; %s", unfinished, len(steps), stepMsg(h.Name, first, 1)))
+		c.set(api.ConditionReconciling, api.ConditionTrue, "StepsPending", fmt.Sprintf("%d of %d steps not done; %s", unfinished, total, stepMsg(h.Name, first, 1)))
 	} else {
-		c.set(api.ConditionReconciling, api.ConditionFalse, "Converged", fmt.Sprintf("%d steps done", len(steps)))
+		c.set(api.ConditionReconciling, api.ConditionFalse, "Converged", fmt.Sprintf("%d steps done", total))
 	}
 	switch {
-	case len(failed) > 0:
-		c.set(api.ConditionDegraded, api.ConditionTrue, "StepFailing", stepMsg(h.Name, failed[0], len(failed)))
+	case nFailed > 0:
+		c.set(api.ConditionDegraded, api.ConditionTrue, "StepFailing", stepMsg(h.Name, failed, nFailed))
 	case h.Enrolled && reach == api.ConditionFalse:
 		c.set(api.ConditionDegraded, api.ConditionTrue, "Unreachable", fmt.Sprintf("host %s is unreachable: %s", h.Name, nonEmpty(h.ReachableMsg, "membership declared it dead")))
-	case len(drifted) > 0:
-		c.set(api.ConditionDegraded, api.ConditionTrue, "Drifted", stepMsg(h.Name, drifted[0], len(drifted)))
+	case nDrifted > 0:
+		c.set(api.ConditionDegraded, api.ConditionTrue, "Drifted", stepMsg(h.Name, drifted, nDrifted))
 	default:
 		c.set(api.ConditionDegraded, api.ConditionFalse, "Healthy", "")
 	}
@@ -117,18 +110,18 @@ func HostConditions(h HostView, prev []api.Condition, now time.Time) []api.Condi
 		c.set(api.ConditionReady, api.ConditionFalse, "Unreachable", fmt.Sprintf("host %s is unreachable: %s", h.Name, nonEmpty(h.ReachableMsg, "membership declared it dead")))
 	case h.Invalid != "":
 		c.set(api.ConditionReady, api.ConditionFalse, "InvalidSpec", fmt.Sprintf("host %s: its steps are held until the manifest fits its facts: %s", h.Name, h.Invalid))
-	case len(blocked) > 0:
-		c.set(api.ConditionReady, api.ConditionFalse, "StepBlocked", stepMsg(h.Name, blocked[0], len(blocked)))
-	case len(failed) > 0:
-		c.set(api.ConditionReady, api.ConditionFalse, "StepFailing", stepMsg(h.Name, failed[0], len(failed)))
-	case len(busy) > 0:
-		c.set(api.ConditionReady, api.ConditionFalse, "Reconciling", stepMsg(h.Name, busy[0], len(busy)))
-	case len(drifted) > 0:
-		c.set(api.ConditionReady, api.ConditionFalse, "Drifted", stepMsg(h.Name, drifted[0], len(drifted)))
+	case nBlocked > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "StepBlocked", stepMsg(h.Name, blocked, nBlocked))
+	case nFailed > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "StepFailing", stepMsg(h.Name, failed, nFailed))
+	case nBusy > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "Reconciling", stepMsg(h.Name, busy, nBusy))
+	case nDrifted > 0:
+		c.set(api.ConditionReady, api.ConditionFalse, "Drifted", stepMsg(h.Name, drifted, nDrifted))
 	case reach != api.ConditionTrue:
 		c.set(api.ConditionReady, api.ConditionUnknown, "ReachabilityUnknown", fmt.Sprintf("host %s: no membership report yet", h.Name))
 	default:
-		c.set(api.ConditionReady, api.ConditionTrue, "Converged", fmt.Sprintf("host %s: all %d steps done", h.Name, len(steps)))
+		c.set(api.ConditionReady, api.ConditionTrue, "Converged", fmt.Sprintf("host %s: all %d steps done", h.Name, total))
 	}
 	return c.out
 }
@@ -294,10 +287,10 @@ func lastErr(r *Record) string {
 	return "no error recorded"
 }
 
-func firstOf(lists ...[]*Record) *Record {
-	for _, l := range lists {
-		if len(l) > 0 {
-			return l[0]
+func firstOf(rs ...*Record) *Record {
+	for _, r := range rs {
+		if r != nil {
+			return r
 		}
 	}
 	return &Record{}

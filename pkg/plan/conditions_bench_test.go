@@ -8,8 +8,9 @@ import (
 	"github.com/plinth-dev/plinth/pkg/driver"
 )
 
-// BenchmarkHostConditions: one host of eight steps, in ID order as the FSM hands
-// them over, half done and one running: what every step start and result costs.
+// BenchmarkHostConditions: one host of eight steps, half done and one running,
+// read through a tally as the FSM hands them over: what every step start and
+// result costs.
 func BenchmarkHostConditions(b *testing.B) {
 	var steps []Record
 	for i := range 8 {
@@ -22,7 +23,12 @@ func BenchmarkHostConditions(b *testing.B) {
 		}
 		steps = append(steps, r)
 	}
-	v := HostView{Name: "h1", Generation: 3, Enrolled: true, Reachable: api.ConditionTrue, Steps: steps}
+	byID := map[string]Record{}
+	for _, r := range steps {
+		byID[r.ID] = r
+	}
+	v := HostView{Name: "h1", Generation: 3, Enrolled: true, Reachable: api.ConditionTrue,
+		Tally: TallyOf(steps), Step: func(id string) Record { return byID[id] }}
 	prev := HostConditions(v, nil, t0)
 	b.ReportAllocs()
 	b.ResetTimer()

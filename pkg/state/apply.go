@@ -50,6 +50,18 @@ func (a *applier) stepWritten(r *plan.Record) {
 	a.stepHosts[r.Host] = true
 }
 
+// writeStep replaces the record with r's ID by r, stamped (stepWritten), and moves
+// it through its host's tally and the state counts. Every write of one step record
+// outside a replan (which rebuilds both) goes through it.
+func (a *applier) writeStep(r plan.Record) {
+	a.stepWritten(&r)
+	if old, ok := a.t.Steps[r.ID]; ok {
+		a.t.uncount(&old)
+	}
+	a.t.Steps[r.ID] = r
+	a.t.count(&r)
+}
+
 // EnrolError is the FSM's refusal of an enrolment; Reason is stable for callers.
 type EnrolError struct {
 	Reason string
@@ -395,11 +407,14 @@ func (a *applier) reportFacts(b ReportFacts) error {
 		decoded = map[string]hostspec.Facts{b.Host: f}
 	}
 	if a.checkFactsWith(decoded, b.Host) {
+		// Hold changes records in place, any of the site's: they are
+		// stamped here and the tallies rebuilt (Hold walked every step anyway).
 		for _, id := range plan.Hold(a.t.Steps, a.held()) {
 			r := a.t.Steps[id]
 			a.stepWritten(&r)
 			a.t.Steps[id] = r
 		}
+		a.t.indexHostSteps()
 	}
 	return nil
 }
@@ -423,17 +438,24 @@ func (a *applier) policy() plan.Policy {
 }
 
 func (a *applier) putStep(r plan.Record) {
-	a.stepWritten(&r)
-	a.t.Steps[r.ID] = r
+	a.writeStep(r)
 	if a.t.dependents == nil {
 		a.t.dependents = plan.Dependents(a.t.Steps)
 	}
 	// Only r and what depends on it can move: every command leaves all gated.
+	// RegateSome changes records in place, so the ones it may move are kept as
+	// they were to be taken out of the tallies.
 	ids := append([]string{r.ID}, a.t.dependents[r.ID]...)
+	was := make(map[string]plan.Record, len(ids))
+	for _, id := range ids {
+		if s, ok := a.t.Steps[id]; ok {
+			was[id] = s
+		}
+	}
 	for _, id := range plan.RegateSome(a.t.Steps, ids) {
 		s := a.t.Steps[id]
-		a.stepWritten(&s)
-		a.t.Steps[id] = s
+		a.t.Steps[id] = was[id]
+		a.writeStep(s)
 	}
 }
 
@@ -555,11 +577,6 @@ func (a *applier) setReachable(b SetReachable) error {
 // host's time-dependent conditions (certificate expiry) unrecomputed.
 const fullRefreshEvery = time.Minute
 
-// refresh recomputes host and site conditions and records Ready transitions. With
-// incremental, only the hosts this command changed (their record or one of their
-// steps carries this index) are recomputed, the others keep what they have, and
-// every fullRefreshEvery all are: a command about one host no longer costs every
-// host's conditions. Which commands may be incremental is dispatch's choice.
 // markWatch records, per host, that its record or a step of it changed at this
 // index (refresh's last word: it may change host records itself).
 func (a *applier) markWatch() {
@@ -573,6 +590,12 @@ func (a *applier) markWatch() {
 	}
 }
 
+// refresh recomputes host and site conditions and records Ready transitions. With
+// incremental, only the hosts this command changed (their record or one of their
+// steps carries this index) are recomputed, the others keep what they have, and
+// every fullRefreshEvery all are: a command about one host no longer costs every
+// host's conditions. Which commands may be incremental is dispatch's choice.
+// A host's steps are read through its tally (tables.tallies), not walked.
 func (a *applier) refresh(incremental bool) {
 	var touched map[string]bool
 	if !incremental || a.now.Sub(a.t.Refreshed) >= fullRefreshEvery {
@@ -585,25 +608,6 @@ func (a *applier) refresh(incremental bool) {
 		for n := range a.stepHosts {
 			touched[n] = true
 		}
-	}
-	byHost := map[string][]plan.Record{}
-	if touched == nil {
-		for _, r := range a.t.Steps {
-			byHost[r.Host] = append(byHost[r.Host], r)
-		}
-	} else {
-		// Into one buffer the tables keep across commands: the first controller
-		// holds a step per node, and a fresh slice of them per command was most of
-		// what an incremental refresh allocated.
-		recs := a.t.scratch[:0]
-		for n := range touched {
-			from := len(recs)
-			for _, id := range a.t.hostSteps[n] {
-				recs = append(recs, a.t.Steps[id])
-			}
-			byHost[n] = recs[from:len(recs):len(recs)]
-		}
-		a.t.scratch = recs // holds copies of records until overwritten: bounded by the largest host
 	}
 	var ids map[string][]api.CertValidity
 	if touched == nil || len(touched) > 0 {
@@ -635,6 +639,7 @@ func (a *applier) refresh(incremental bool) {
 		}
 	}
 	changed := false
+	rec := func(id string) plan.Record { return a.t.Steps[id] }
 	for _, n := range names {
 		h := a.t.Hosts[n]
 		if !h.Declared {
@@ -642,10 +647,14 @@ func (a *applier) refresh(incremental bool) {
 			continue
 		}
 		prev := h.Host.Status.Conditions
+		tally := a.t.tallies[n]
+		if tally == nil {
+			tally = &plan.StepTally{}
+		}
 		cs := plan.HostConditions(plan.HostView{
 			Name: n, Generation: h.Host.Metadata.Generation, Enrolled: h.Enrolled,
 			Reachable: h.Reachable, ReachableReason: h.ReachableReason, ReachableMsg: h.ReachableMsg,
-			Invalid: h.Invalid, Steps: byHost[n], Certs: ids[n], KubeCerts: h.KubeCerts,
+			Invalid: h.Invalid, Tally: tally, Step: rec, Certs: ids[n], KubeCerts: h.KubeCerts,
 		}, prev, a.now)
 		if !conditionsEqual(prev, cs) {
 			a.readyTransition("host/"+n, prev, cs)

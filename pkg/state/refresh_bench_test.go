@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +122,40 @@ func BenchmarkReportFacts200(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := l.apply(CmdReportFacts, ReportFacts{Host: "h007", Facts: raw, Hash: f.Hash()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkControllerRefresh1000: one command about the first controller (a
+// reachability flip) on a Kubernetes site of 1000 workers, where the controller
+// holds a label step for every node: its conditions read 1000+ step records.
+func BenchmarkControllerRefresh1000(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(tallySite[:strings.Index(tallySite, "---\napiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: w-1}")])
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "---\napiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: w-%04d}\nspec: {roles: [worker], managementAddress: 172.20.%d.%d, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}\n", i, 1+i/250, i%250+1)
+	}
+	m, err := api.Decode("site.yaml", []byte(strings.ReplaceAll(sb.String(), "end: 172.21.1.254", "end: 172.21.15.254")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := &log{t: &testing.T{}, s: New(nil), clock: t0, fast: true}
+	if err := l.apply(CmdApplyManifest, ApplyManifest{Manifest: *m}); err != nil {
+		b.Fatal(err)
+	}
+	enrolled(l, "ctl-0")
+	if n := len(l.view().Steps("ctl-0")); n < 1000 {
+		b.Fatalf("ctl-0 holds %d steps", n)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st := api.ConditionTrue
+		if i%2 == 0 {
+			st = api.ConditionFalse
+		}
+		if err := l.apply(CmdSetReachable, SetReachable{Host: "ctl-0", Status: st, Reason: "Bench"}); err != nil {
 			b.Fatal(err)
 		}
 	}

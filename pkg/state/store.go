@@ -87,8 +87,12 @@ type tables struct {
 	// idsByName is derived too: identities by holder (identitiesByName), kept by
 	// addIdentity; nil after a decode or a removal.
 	idsByName map[string][]*IdentityRecord
-	// scratch is refresh's buffer of step records, reused across commands.
-	scratch []plan.Record
+	// tallies and stepStates are derived too: per host, its steps as its
+	// conditions count them, and the site's steps by state (what metrics show),
+	// rebuilt with hostSteps and moved record by record as records change
+	// (writeStep), so neither a command nor a scrape walks every step of the site.
+	tallies    map[string]*plan.StepTally
+	stepStates map[plan.State]int
 }
 
 func newTables() *tables {
@@ -324,9 +328,8 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 			a.t.stepSetFloor = a.idx
 			// Every step is new to the agents: their answers at an earlier index
 			// must not be taken as current (wire.AgentSteps.Since).
-			for id, r := range a.t.Steps {
-				a.stepWritten(&r)
-				a.t.Steps[id] = r
+			for _, r := range a.t.Steps {
+				a.writeStep(r)
 			}
 			a.event(EventWarning, "site", "StateRestored", "state replaced from an operator snapshot")
 			return nil
@@ -493,7 +496,8 @@ func (t *tables) derive() {
 	t.indexHostSteps()
 }
 
-// indexHostSteps rebuilds hostSteps from Steps (under the write lock).
+// indexHostSteps rebuilds hostSteps, the tallies and the state counts from Steps
+// (under the write lock).
 func (t *tables) indexHostSteps() {
 	t.hostSteps = map[string][]string{}
 	for id, r := range t.Steps {
@@ -503,6 +507,31 @@ func (t *tables) indexHostSteps() {
 	for _, ids := range t.hostSteps {
 		slices.Sort(ids)
 	}
+	t.tallies, t.stepStates = make(map[string]*plan.StepTally, len(t.hostSteps)), map[plan.State]int{}
+	for _, ids := range t.hostSteps {
+		for _, id := range ids { // in ID order: each lands at the end of its sets
+			r := t.Steps[id]
+			t.count(&r)
+		}
+	}
+}
+
+// count adds r to its host's tally and the state counts; uncount takes it out.
+func (t *tables) count(r *plan.Record) {
+	tl := t.tallies[r.Host]
+	if tl == nil {
+		tl = &plan.StepTally{}
+		t.tallies[r.Host] = tl
+	}
+	tl.Add(r)
+	t.stepStates[r.State]++
+}
+
+func (t *tables) uncount(r *plan.Record) {
+	if tl := t.tallies[r.Host]; tl != nil {
+		tl.Remove(r)
+	}
+	t.stepStates[r.State]--
 }
 
 type snapshot []byte
@@ -641,11 +670,14 @@ func (v View) EachStepInputs(fn func(id string, inputs []byte)) {
 	}
 }
 
-// StepCounts counts steps by state, without copies (metrics scrape it).
+// StepCounts counts steps by state (metrics scrape it): kept by the FSM, not counted
+// per call.
 func (v View) StepCounts() map[plan.State]int {
-	out := map[plan.State]int{}
-	for _, r := range v.t.Steps {
-		out[r.State]++
+	out := make(map[plan.State]int, len(v.t.stepStates))
+	for st, n := range v.t.stepStates {
+		if n != 0 {
+			out[st] = n
+		}
 	}
 	return out
 }

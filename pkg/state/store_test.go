@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,38 @@ func (l *log) checkWatch(typ string) {
 			l.t.Errorf("%s: step %s written at %d but its host's watch index is %d", typ, r.ID, l.idx, l.s.t.watch[r.Host])
 		}
 	}
+	// The tallies and state counts the FSM moves record by record are what
+	// counting every record again gives (a write that bypasses writeStep would
+	// leave a host's conditions reading a step as it was).
+	want := &tables{Steps: l.s.t.Steps}
+	want.indexHostSteps()
+	for n := range mapsUnion(want.tallies, l.s.t.tallies) {
+		w, g := want.tallies[n], l.s.t.tallies[n]
+		if w == nil {
+			w = &plan.StepTally{}
+		}
+		if g == nil {
+			g = &plan.StepTally{}
+		}
+		if !g.Equal(w) {
+			l.t.Errorf("%s: host %s's step tally %+v; counted again %+v", typ, n, *g, *w)
+		}
+	}
+	if got, want := (View{l.s.t}).StepCounts(), (View{want}).StepCounts(); !maps.Equal(got, want) {
+		l.t.Errorf("%s: step counts %v; counted again %v", typ, got, want)
+	}
 	l.s.mu.RUnlock()
+}
+
+func mapsUnion[V any](a, b map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 func (l *log) must(typ string, body any) {

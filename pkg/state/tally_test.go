@@ -1,0 +1,138 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/plan"
+)
+
+const tallySite = `apiVersion: plinth.dev/v1alpha1
+kind: Site
+metadata: {name: lab}
+spec:
+  controllers: [ctl-0]
+  networks:
+  - {name: mgmt, role: mgmt, cidr: 172.20.0.0/16, gateway: 172.20.0.1}
+  - {name: cluster-host, role: cluster-host, cidr: 172.21.0.0/16, pool: {start: 172.21.1.1, end: 172.21.1.254}}
+  kubernetes:
+    controlPlaneVIP: 172.21.0.10
+    imageRepository: registry.local
+    bundle: {version: "0.0.0-test", sha256: "0000000000000000000000000000000000000000000000000000000000000000"}
+    cni: {plugin: flannel}
+---
+apiVersion: plinth.dev/v1alpha1
+kind: Host
+metadata: {name: ctl-0}
+spec: {roles: [controller], managementAddress: 172.20.0.2, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}
+---
+apiVersion: plinth.dev/v1alpha1
+kind: Host
+metadata: {name: w-1}
+spec: {roles: [worker], managementAddress: 172.20.0.3, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}
+---
+apiVersion: plinth.dev/v1alpha1
+kind: Host
+metadata: {name: w-2}
+spec: {roles: [worker], managementAddress: 172.20.0.4, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}
+`
+
+// A Kubernetes site converging step by step — dependencies releasing their
+// dependents, a failure, a retry, drift and its repair — keeps every host's step
+// tally and the state counts equal to counting the records again (checkWatch does
+// after every command), and its conditions name the steps they did before tallies.
+func TestTalliesFollowASiteConverging(t *testing.T) {
+	m, err := api.Decode("site.yaml", []byte(tallySite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLog(t)
+	l.must(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: *m})
+	hosts := []string{"ctl-0", "w-1", "w-2"}
+	for _, h := range hosts {
+		enrolled(l, h)
+	}
+	failedOnce, drifted := false, false
+	for round := 0; ; round++ {
+		if round > 100 {
+			t.Fatalf("no convergence: %v", l.view().StepCounts())
+		}
+		var ready []plan.Record
+		for _, r := range l.view().Steps("") {
+			if r.State == plan.Ready || r.State == plan.Running || r.State == plan.Failed {
+				ready = append(ready, r)
+			}
+		}
+		if len(ready) == 0 {
+			break
+		}
+		run := fmt.Sprintf("run-%d", round)
+		for _, r := range ready {
+			if r.State == plan.Failed {
+				l.must(CmdStepRetry, StepRetry{ID: r.ID})
+				continue
+			}
+			l.must(CmdStepStart, StepStart{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: run})
+			res := driver.Result{Changes: []string{"done"}}
+			if !failedOnce && r.Host == "w-1" {
+				failedOnce = true
+				res = driver.Result{Error: "boom", Retryable: true}
+				l.must(CmdStepResult, StepResult{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: run, Result: res})
+				h, _ := l.view().Host("w-1")
+				if c := plan.Find(h.Host.Status.Conditions, api.ConditionDegraded); c == nil || c.Reason != "StepFailing" {
+					t.Fatalf("w-1 Degraded after a failure: %+v", c)
+				}
+				continue
+			}
+			l.must(CmdStepResult, StepResult{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: run, Result: res})
+		}
+	}
+	counts := l.view().StepCounts()
+	if len(counts) != 1 || counts[plan.Succeeded] == 0 {
+		for _, r := range l.view().Steps("") {
+			if r.State != plan.Succeeded {
+				t.Logf("%s %s held=%q deps=%v", r.ID, r.State, r.Held, r.Deps)
+			}
+		}
+		t.Fatalf("step counts once converged: %v", counts)
+	}
+	ctl := l.view().Steps("ctl-0")
+	if len(ctl) < len(hosts)+1 {
+		t.Fatalf("ctl-0 holds %d steps; want one per node and its own", len(ctl))
+	}
+	// Drift on the controller, then its repair.
+	r := ctl[len(ctl)-1]
+	l.must(CmdStepDrift, StepDrift{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, Changes: []string{"label gone"}})
+	h, _ := l.view().Host("ctl-0")
+	if c := plan.Find(h.Host.Status.Conditions, api.ConditionDrifted); c == nil || c.Status != api.ConditionTrue {
+		t.Fatalf("ctl-0 Drifted: %+v", c)
+	} else {
+		drifted = true
+	}
+	r, _ = l.view().Step(r.ID)
+	if r.State == plan.Ready || r.State == plan.Running {
+		l.must(CmdStepStart, StepStart{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: "repair"})
+		l.must(CmdStepResult, StepResult{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: "repair", Result: driver.Result{Changes: []string{"label"}}})
+	}
+	if !failedOnce || !drifted {
+		t.Fatal("the walk did not fail a step and drift one")
+	}
+	// A snapshot decoded and a copy of the tables count the same.
+	data, err := l.s.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := decodeSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.s.mu.RLock()
+	defer l.s.mu.RUnlock()
+	for n, tl := range l.s.t.tallies {
+		if d := dec.tallies[n]; d == nil || !d.Equal(tl) {
+			t.Fatalf("host %s: decoded tally differs", n)
+		}
+	}
+}
