@@ -47,18 +47,30 @@ func NewFrom(addrs []string, tc *tls.Config, src net.IP) *Client {
 	return &Client{
 		addrs: append([]string(nil), addrs...),
 		hc: &http.Client{Transport: &http.Transport{
-			TLSClientConfig:   tc,
+			TLSClientConfig: tc,
+			// Coordinators speak HTTP/2 (older ones HTTP/1.1): one connection carries
+			// all of a caller's requests. A request that times out leaves it open, so
+			// it is pinged once quiet for pingAfter and dropped when a ping goes
+			// unanswered for pingTimeout: a coordinator cut off by a partition is
+			// left for the next, not waited on by every request after.
 			ForceAttemptHTTP2: true,
-			// Above what one caller has in flight at once: an agent's blocking query
-			// and the reports of its 3 + 8 step runs (pkg/agent). With 8, the first
-			// controller closed and reopened connections all through a 1000-host
-			// apply (5,700 TLS handshakes instead of 2,400).
+			HTTP2:             &http.HTTP2Config{SendPingTimeout: pingAfter, PingTimeout: pingTimeout},
+			// For HTTP/1.1: above what one caller has in flight at once, an agent's
+			// blocking query and the reports of its 3 + 8 step runs (pkg/agent).
 			MaxIdleConnsPerHost: 16,
 			DialContext:         d.DialContext,
 			TLSHandshakeTimeout: 5 * time.Second,
 		}},
 	}
 }
+
+// The HTTP/2 health check: a connection with nothing received for pingAfter is
+// pinged, and closed if no answer comes within pingTimeout. An idle agent's blocking
+// query is such a connection: one ping and its answer every pingAfter.
+const (
+	pingAfter   = 15 * time.Second
+	pingTimeout = 5 * time.Second
+)
 
 // CloseIdle closes the client's idle connections.
 func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -23,6 +24,13 @@ import (
 // singleCoordinator serves the real API of a one-coordinator site on loopback: a
 // real state store behind a real single-node Raft, and an admin client for it.
 func singleCoordinator(t *testing.T) (*client.Client, *state.Store) {
+	t.Helper()
+	c, store, _ := singleCoordinatorTLS(t)
+	return c, store
+}
+
+// singleCoordinatorTLS is singleCoordinator with the admin client's TLS config.
+func singleCoordinatorTLS(t *testing.T) (*client.Client, *state.Store, *tls.Config) {
 	t.Helper()
 	now := time.Now()
 	ca, err := pki.NewCA("lab", now)
@@ -80,7 +88,7 @@ func singleCoordinator(t *testing.T) (*client.Client, *state.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.New([]string{ln.Addr().String()}, tc), store
+	return client.New([]string{ln.Addr().String()}, tc), store, tc
 }
 
 const demoApp = `apiVersion: plinth.dev/v1alpha1

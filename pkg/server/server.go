@@ -110,6 +110,10 @@ func (s *Server) ServeAPI(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: api tls: %w", err)
 	}
+	// HTTP/2 first: an agent's blocking query and its reports share one
+	// connection instead of opening one each (a TLS handshake, and buffers and
+	// TLS state held for every agent of the site, each).
+	tc.NextProtos = []string{"h2", "http/1.1"}
 	return s.serve(ctx, "api", tls.NewListener(ln, tc), s.mux, nil)
 }
 
