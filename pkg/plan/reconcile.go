@@ -137,7 +137,12 @@ func gate(recs map[string]Record) {
 // gated is r after the gating rule: Ready once its dependencies succeeded and it is
 // not held, back to Pending otherwise; a held Failed step waits as Pending.
 func gated(recs map[string]Record, r Record) (Record, bool) {
-	ok := depsDone(recs, r) && r.Held == ""
+	return gatedBy(r, depsDone(recs, r))
+}
+
+// gatedBy is gated with whether r's dependencies all succeeded already known.
+func gatedBy(r Record, depsOK bool) (Record, bool) {
+	ok := depsOK && r.Held == ""
 	switch {
 	case r.State == Pending && ok:
 		r.State = Ready
@@ -182,14 +187,17 @@ func Regate(recs map[string]Record) []string {
 // RegateSome is Regate for records known to be the only ones that can move: the
 // dependents of the one record that changed state (and that record), when every
 // other record was gated already. It returns the IDs of those that moved, sorted.
-func RegateSome(recs map[string]Record, ids []string) []string {
+// Whether a record's dependencies all succeeded is read from unmet (see Unmet),
+// not looked up one by one: a step that waits on every node of the site (the
+// first controller's health check) is regated after each node's steps.
+func RegateSome(recs map[string]Record, ids []string, unmet map[string]int) []string {
 	var moved []string
 	for _, id := range ids {
 		r, ok := recs[id]
 		if !ok {
 			continue
 		}
-		if g, changed := gated(recs, r); changed {
+		if g, changed := gatedBy(r, unmet[id] == 0); changed {
 			recs[id] = g
 			if g.State != r.State {
 				moved = append(moved, id)
@@ -198,6 +206,21 @@ func RegateSome(recs map[string]Record, ids []string) []string {
 	}
 	sort.Strings(moved)
 	return slices.Compact(moved)
+}
+
+// Unmet counts, for each step with any, its dependencies that have not succeeded
+// (or do not exist). A caller that keeps it moves a step's dependents' counts as
+// the step enters or leaves Succeeded.
+func Unmet(recs map[string]Record) map[string]int {
+	out := map[string]int{}
+	for id, r := range recs {
+		for _, d := range r.Deps {
+			if dep, ok := recs[d]; !ok || dep.State != Succeeded {
+				out[id]++
+			}
+		}
+	}
+	return out
 }
 
 // Dependents maps each step ID to the IDs of the records that depend on it.

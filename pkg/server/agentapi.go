@@ -69,8 +69,14 @@ func (s *Server) agentSteps(w http.ResponseWriter, r *http.Request) error {
 		idx = max(idx, out.GossipKeysVersion)
 		refusals = refusals[:0]
 		// In ID order, one record at a time: the first controller holds a step per
-		// node, so its answers must not copy them all first.
-		v.EachHostStep(host, func(st plan.Record) {
+		// node, so its answers must not copy them all first; a sparse one reads
+		// only the records written since and those resolving secrets (the others
+		// it would leave out), not all of them after each step of the site.
+		each := v.EachHostStep
+		if out.Sparse {
+			each = func(host string, fn func(plan.Record)) { v.EachHostStepChangedSince(host, since, fn) }
+		}
+		each(host, func(st plan.Record) {
 			idx = max(idx, st.ModifyIndex)
 			// Unchanged: the record is as it was at since, and so are the secrets its
 			// inputs resolve (a step that needs none resolves none).

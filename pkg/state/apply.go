@@ -57,9 +57,19 @@ func (a *applier) writeStep(r plan.Record) {
 	a.stepWritten(&r)
 	if old, ok := a.t.Steps[r.ID]; ok {
 		a.t.uncount(&old)
+		if was, is := old.State == plan.Succeeded, r.State == plan.Succeeded; a.t.unmet != nil && was != is {
+			for _, d := range a.t.dependents[r.ID] {
+				if is {
+					a.t.unmet[d]--
+				} else {
+					a.t.unmet[d]++
+				}
+			}
+		}
 	}
 	a.t.Steps[r.ID] = r
 	a.t.count(&r)
+	a.t.logWrite(&r)
 }
 
 // EnrolError is the FSM's refusal of an enrolment; Reason is stable for callers.
@@ -263,7 +273,7 @@ func (a *applier) replan() error {
 		}
 	}
 	a.t.Steps = next
-	a.t.dependents = nil
+	a.t.dependents, a.t.unmet = nil, nil
 	a.t.indexHostSteps()
 	return nil
 }
@@ -440,7 +450,7 @@ func (a *applier) policy() plan.Policy {
 func (a *applier) putStep(r plan.Record) {
 	a.writeStep(r)
 	if a.t.dependents == nil {
-		a.t.dependents = plan.Dependents(a.t.Steps)
+		a.t.dependents, a.t.unmet = plan.Dependents(a.t.Steps), plan.Unmet(a.t.Steps)
 	}
 	// Only r and what depends on it can move: every command leaves all gated.
 	// RegateSome changes records in place, so the ones it may move are kept as
@@ -452,7 +462,7 @@ func (a *applier) putStep(r plan.Record) {
 			was[id] = s
 		}
 	}
-	for _, id := range plan.RegateSome(a.t.Steps, ids) {
+	for _, id := range plan.RegateSome(a.t.Steps, ids, a.t.unmet) {
 		s := a.t.Steps[id]
 		a.t.Steps[id] = was[id]
 		a.writeStep(s)
@@ -580,6 +590,9 @@ const fullRefreshEvery = time.Minute
 // markWatch records, per host, that its record or a step of it changed at this
 // index (refresh's last word: it may change host records itself).
 func (a *applier) markWatch() {
+	if a.secrets {
+		a.t.secretsChanged = a.idx
+	}
 	for n := range a.hostsWritten {
 		a.t.watch[n] = a.idx
 		a.touched[n] = true

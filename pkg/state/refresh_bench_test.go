@@ -9,6 +9,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/host/hostspec"
+	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
 // benchSite is a site of n enrolled hosts, for measuring what one command costs.
@@ -127,10 +128,9 @@ func BenchmarkReportFacts200(b *testing.B) {
 	}
 }
 
-// BenchmarkControllerRefresh1000: one command about the first controller (a
-// reachability flip) on a Kubernetes site of 1000 workers, where the controller
-// holds a label step for every node: its conditions read 1000+ step records.
-func BenchmarkControllerRefresh1000(b *testing.B) {
+// kubeSite1000 is a Kubernetes site of 1000 workers with its first controller
+// enrolled: the controller holds a label step for every node.
+func kubeSite1000(b *testing.B) *log {
 	var sb strings.Builder
 	sb.WriteString(tallySite[:strings.Index(tallySite, "---\napiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: w-1}")])
 	for i := range 1000 {
@@ -148,6 +148,42 @@ func BenchmarkControllerRefresh1000(b *testing.B) {
 	if n := len(l.view().Steps("ctl-0")); n < 1000 {
 		b.Fatalf("ctl-0 holds %d steps", n)
 	}
+	return l
+}
+
+// BenchmarkControllerChangedSince1000: what a sparse answer to the first
+// controller's agent reads after one command about it, against walking all its
+// steps as every answer did before (the sub-benchmarks, on a 1000-worker site).
+func BenchmarkControllerChangedSince1000(b *testing.B) {
+	l := kubeSite1000(b)
+	since := l.idx
+	if err := l.apply(CmdSetReachable, SetReachable{Host: "ctl-0", Status: api.ConditionFalse, Reason: "Bench"}); err != nil {
+		b.Fatal(err)
+	}
+	v := l.view()
+	b.Run("changed", func(b *testing.B) {
+		for b.Loop() {
+			n := 0
+			v.EachHostStepChangedSince("ctl-0", since, func(plan.Record) { n++ })
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			n := 0
+			v.EachHostStep("ctl-0", func(r plan.Record) {
+				if r.ModifyIndex > since || hasSecretRefs(&r) {
+					n++
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkControllerRefresh1000: one command about the first controller (a
+// reachability flip) on a Kubernetes site of 1000 workers, where the controller
+// holds a label step for every node: its conditions read 1000+ step records.
+func BenchmarkControllerRefresh1000(b *testing.B) {
+	l := kubeSite1000(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -70,6 +70,9 @@ type tables struct {
 	// dependents is derived too: step ID -> the steps that depend on it, built when
 	// first needed after the set of steps was replaced (a replan, a decode).
 	dependents map[string][]string
+	// unmet is derived with dependents (and dropped with it): per step, its
+	// dependencies not succeeded (plan.Unmet), moved by writeStep.
+	unmet map[string]int
 	// hostSteps is derived too: host -> its step IDs, rebuilt by the FSM whenever
 	// the set of steps is replaced (a replan, a decode), so reads about one host do
 	// not walk every step of the site.
@@ -93,6 +96,15 @@ type tables struct {
 	// (writeStep), so neither a command nor a scrape walks every step of the site.
 	tallies    map[string]*plan.StepTally
 	stepStates map[plan.State]int
+	// stepLog and refSteps are derived too (changed.go): per host, each write of
+	// one of its steps in index order, and the steps whose inputs reference a
+	// secret, so an answer to its agent reads only what changed since its last.
+	stepLog  map[string][]stepWrite
+	refSteps map[string][]string
+	// secretsChanged is derived too: the highest index at which a secret was
+	// written or removed (after a decode, the tables' index: removals before it
+	// are not known), so those answers need not resolve secrets again.
+	secretsChanged uint64
 }
 
 func newTables() *tables {
@@ -331,6 +343,8 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 			for _, r := range a.t.Steps {
 				a.writeStep(r)
 			}
+			// Every secret is new too (and this wakes every agent).
+			a.secrets = true
 			a.event(EventWarning, "site", "StateRestored", "state replaced from an operator snapshot")
 			return nil
 		})
@@ -493,6 +507,10 @@ func (t *tables) derive() {
 	for _, r := range t.Steps {
 		t.watch[r.Host] = max(t.watch[r.Host], r.ModifyIndex)
 	}
+	t.secretsChanged = max(t.secretsChanged, t.Index)
+	for _, s := range t.Secrets {
+		t.secretsChanged = max(t.secretsChanged, s.Index)
+	}
 	t.indexHostSteps()
 }
 
@@ -514,6 +532,7 @@ func (t *tables) indexHostSteps() {
 			t.count(&r)
 		}
 	}
+	t.indexChanges()
 }
 
 // count adds r to its host's tally and the state counts; uncount takes it out.

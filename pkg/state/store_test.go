@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,42 @@ func (l *log) checkWatch(typ string) {
 	if got, want := (View{l.s.t}).StepCounts(), (View{want}).StepCounts(); !maps.Equal(got, want) {
 		l.t.Errorf("%s: step counts %v; counted again %v", typ, got, want)
 	}
+	if l.s.t.unmet != nil {
+		want := plan.Unmet(l.s.t.Steps)
+		for id := range mapsUnion(want, l.s.t.unmet) {
+			if g, w := l.s.t.unmet[id], want[id]; g != w {
+				l.t.Errorf("%s: step %s has %d unmet dependencies by the count kept, %d counted again", typ, id, g, w)
+			}
+		}
+	}
+	// What changed since any index is what walking the host's steps finds.
+	v := View{l.s.t}
+	for host := range l.s.t.hostSteps {
+		for _, since := range []uint64{0, l.idx / 2, l.idx - 1, l.idx} {
+			var got, walked []string
+			v.EachHostStepChangedSince(host, since, func(r plan.Record) { got = append(got, r.ID) })
+			v.EachHostStep(host, func(r plan.Record) {
+				if r.ModifyIndex > since || (secretsChangedAfter(l.s.t, since) && hasSecretRefs(&r)) {
+					walked = append(walked, r.ID)
+				}
+			})
+			if !slices.Equal(got, walked) {
+				l.t.Errorf("%s: host %s's steps changed since %d: %v; walking them finds %v", typ, host, since, got, walked)
+			}
+		}
+	}
 	l.s.mu.RUnlock()
+}
+
+// secretsChangedAfter says whether the log wrote or removed a secret after since,
+// as far as the records show (a removal shows only as the command's wake-all).
+func secretsChangedAfter(t *tables, since uint64) bool {
+	for _, s := range t.Secrets {
+		if s.Index > since {
+			return true
+		}
+	}
+	return t.secretsChanged > since
 }
 
 func mapsUnion[V any](a, b map[string]V) map[string]bool {
