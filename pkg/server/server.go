@@ -75,6 +75,10 @@ type Server struct {
 	// secret of every step each time made a controller with a step per node (the
 	// first controller labels every node) cost O(nodes) per change.
 	resolved sync.Map // step ID -> resolvedInputs
+	// withheld holds, per host, the steps its last answer here withheld (their
+	// secrets could not be resolved or granted): a sparse answer, which reads only
+	// the steps written since, names these again.
+	withheld withheldSteps
 	// confirming holds the serials whose ConfirmIdentity is being proposed.
 	confirming sync.Map
 }
