@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/plinth-dev/plinth/internal/poll"
+	"github.com/plinth-dev/plinth/internal/sitetest"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -46,36 +47,4 @@ func TestPendingStepsCarryNoInputs(t *testing.T) {
 }
 
 // kubeSite declares a kube site of a controller and a worker, node-1 and node-2.
-const kubeSite = `apiVersion: plinth.dev/v1alpha1
-kind: Site
-metadata: {name: lab}
-spec:
-  controllers: [node-1]
-  networks:
-  - {name: mgmt, role: mgmt, cidr: 172.20.0.0/16, gateway: 172.20.0.1}
-  - name: cluster-host
-    role: cluster-host
-    cidr: 172.21.0.0/16
-    pool: {start: 172.21.1.1, end: 172.21.15.254}
-  kubernetes:
-    controlPlaneVIP: 172.21.0.10
-    imageRepository: registry.local
-    bundle: {version: "0.0.0-test", sha256: "0000000000000000000000000000000000000000000000000000000000000000"}
-    cni: {plugin: flannel}
----
-apiVersion: plinth.dev/v1alpha1
-kind: Host
-metadata: {name: node-1}
-spec:
-  roles: [controller]
-  managementAddress: 172.20.0.2
-  interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]
----
-apiVersion: plinth.dev/v1alpha1
-kind: Host
-metadata: {name: node-2}
-spec:
-  roles: [worker]
-  managementAddress: 172.20.0.3
-  interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]
-`
+var kubeSite = sitetest.Kube("node-1", "node-2")

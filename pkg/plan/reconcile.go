@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -186,26 +187,22 @@ func Regate(recs map[string]Record) []string {
 
 // RegateSome is Regate for records known to be the only ones that can move: the
 // dependents of the one record that changed state (and that record), when every
-// other record was gated already. It returns the IDs of those that moved, sorted.
-// Whether a record's dependencies all succeeded is read from unmet (see Unmet),
-// not looked up one by one: a step that waits on every node of the site (the
-// first controller's health check) is regated after each node's steps.
-func RegateSome(recs map[string]Record, ids []string, unmet map[string]int) []string {
-	var moved []string
+// other record was gated already. It returns those that move, as they become, in
+// ID order, and leaves recs as it was: the caller writes them. Whether a record's
+// dependencies all succeeded is read from unmet (see Unmet), not looked up one by
+// one: a step that waits on every node of the site (the first controller's health
+// check) is regated after each node's steps.
+func RegateSome(recs map[string]Record, ids []string, unmet map[string]int) []Record {
+	var moved []Record
 	for _, id := range ids {
-		r, ok := recs[id]
-		if !ok {
-			continue
-		}
-		if g, changed := gatedBy(r, unmet[id] == 0); changed {
-			recs[id] = g
-			if g.State != r.State {
-				moved = append(moved, id)
+		if r, ok := recs[id]; ok {
+			if g, changed := gatedBy(r, unmet[id] == 0); changed {
+				moved = append(moved, g)
 			}
 		}
 	}
-	sort.Strings(moved)
-	return slices.Compact(moved)
+	slices.SortFunc(moved, func(a, b Record) int { return strings.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(moved, func(a, b Record) bool { return a.ID == b.ID })
 }
 
 // Unmet counts, for each step with any, its dependencies that have not succeeded

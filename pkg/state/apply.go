@@ -453,18 +453,8 @@ func (a *applier) putStep(r plan.Record) {
 		a.t.dependents, a.t.unmet = plan.Dependents(a.t.Steps), plan.Unmet(a.t.Steps)
 	}
 	// Only r and what depends on it can move: every command leaves all gated.
-	// RegateSome changes records in place, so the ones it may move are kept as
-	// they were to be taken out of the tallies.
 	ids := append([]string{r.ID}, a.t.dependents[r.ID]...)
-	was := make(map[string]plan.Record, len(ids))
-	for _, id := range ids {
-		if s, ok := a.t.Steps[id]; ok {
-			was[id] = s
-		}
-	}
-	for _, id := range plan.RegateSome(a.t.Steps, ids, a.t.unmet) {
-		s := a.t.Steps[id]
-		a.t.Steps[id] = was[id]
+	for _, s := range plan.RegateSome(a.t.Steps, ids, a.t.unmet) {
 		a.writeStep(s)
 	}
 }

@@ -49,9 +49,6 @@ func (t *tables) compactLog(host string) {
 
 // logWrite records that r (already in Steps) was written at its ModifyIndex.
 func (t *tables) logWrite(r *plan.Record) {
-	if t.stepLog == nil { // tables built before any replan or decode
-		return
-	}
 	log := append(t.stepLog[r.Host], stepWrite{r.ModifyIndex, r.ID})
 	t.stepLog[r.Host] = log
 	if len(log) > 2*len(t.hostSteps[r.Host])+16 {
@@ -71,18 +68,10 @@ func (t *tables) logWrite(r *plan.Record) {
 // EachHostStep), with each of host's step records written after since and, if a
 // secret was written or removed after since, each whose inputs reference one (its
 // resolution may differ at an index the record does not carry); no other record
-// is read. An answer to the host's agent
-// that may leave out what it holds reads only these: the first controller holds a
-// step for every node of the site, and its agent asks after each of them changes.
+// is read. An answer to the host's agent that may leave out what it holds reads
+// only these: the first controller holds a step for every node of the site, and
+// its agent asks after each of them changes.
 func (v View) EachHostStepChangedSince(host string, since uint64, fn func(r plan.Record)) {
-	if v.t.stepLog == nil {
-		v.EachHostStep(host, func(r plan.Record) {
-			if r.ModifyIndex > since || (v.t.secretsChanged > since && hasSecretRefs(&r)) {
-				fn(r)
-			}
-		})
-		return
-	}
 	log := v.t.stepLog[host]
 	i, _ := slices.BinarySearchFunc(log, since+1, func(w stepWrite, idx uint64) int { return cmp.Compare(w.idx, idx) })
 	var ids []string

@@ -3,10 +3,10 @@ package state
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/internal/sitetest"
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/plan"
@@ -131,12 +131,11 @@ func BenchmarkReportFacts200(b *testing.B) {
 // kubeSite1000 is a Kubernetes site of 1000 workers with its first controller
 // enrolled: the controller holds a label step for every node.
 func kubeSite1000(b *testing.B) *log {
-	var sb strings.Builder
-	sb.WriteString(tallySite[:strings.Index(tallySite, "---\napiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: w-1}")])
-	for i := range 1000 {
-		fmt.Fprintf(&sb, "---\napiVersion: plinth.dev/v1alpha1\nkind: Host\nmetadata: {name: w-%04d}\nspec: {roles: [worker], managementAddress: 172.20.%d.%d, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}\n", i, 1+i/250, i%250+1)
+	workers := make([]string, 1000)
+	for i := range workers {
+		workers[i] = fmt.Sprintf("w-%04d", i)
 	}
-	m, err := api.Decode("site.yaml", []byte(strings.ReplaceAll(sb.String(), "end: 172.21.1.254", "end: 172.21.15.254")))
+	m, err := api.Decode("site.yaml", []byte(sitetest.Kube("ctl-0", workers...)))
 	if err != nil {
 		b.Fatal(err)
 	}

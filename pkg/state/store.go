@@ -111,6 +111,10 @@ func newTables() *tables {
 	return &tables{
 		watch:        map[string]uint64{},
 		stepSet:      map[string]uint64{},
+		tallies:      map[string]*plan.StepTally{},
+		stepStates:   map[plan.State]int{},
+		stepLog:      map[string][]stepWrite{},
+		refSteps:     map[string][]string{},
 		Hosts:        map[string]*HostRecord{},
 		Tokens:       map[string]*TokenRecord{},
 		Identities:   map[string]*IdentityRecord{},

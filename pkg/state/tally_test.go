@@ -4,47 +4,19 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/plinth-dev/plinth/internal/sitetest"
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
 
-const tallySite = `apiVersion: plinth.dev/v1alpha1
-kind: Site
-metadata: {name: lab}
-spec:
-  controllers: [ctl-0]
-  networks:
-  - {name: mgmt, role: mgmt, cidr: 172.20.0.0/16, gateway: 172.20.0.1}
-  - {name: cluster-host, role: cluster-host, cidr: 172.21.0.0/16, pool: {start: 172.21.1.1, end: 172.21.1.254}}
-  kubernetes:
-    controlPlaneVIP: 172.21.0.10
-    imageRepository: registry.local
-    bundle: {version: "0.0.0-test", sha256: "0000000000000000000000000000000000000000000000000000000000000000"}
-    cni: {plugin: flannel}
----
-apiVersion: plinth.dev/v1alpha1
-kind: Host
-metadata: {name: ctl-0}
-spec: {roles: [controller], managementAddress: 172.20.0.2, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}
----
-apiVersion: plinth.dev/v1alpha1
-kind: Host
-metadata: {name: w-1}
-spec: {roles: [worker], managementAddress: 172.20.0.3, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}
----
-apiVersion: plinth.dev/v1alpha1
-kind: Host
-metadata: {name: w-2}
-spec: {roles: [worker], managementAddress: 172.20.0.4, interfaces: [{name: eth1, networks: [cluster-host], allocate: true}]}
-`
-
 // A Kubernetes site converging step by step — dependencies releasing their
 // dependents, a failure, a retry, drift and its repair — keeps every host's step
 // tally and the state counts equal to counting the records again (checkWatch does
-// after every command), and its conditions name the steps they did before tallies.
+// after every command), and its conditions follow: Degraded on the failure,
+// Drifted until the repair.
 func TestTalliesFollowASiteConverging(t *testing.T) {
-	m, err := api.Decode("site.yaml", []byte(tallySite))
+	m, err := api.Decode("site.yaml", []byte(sitetest.Kube("ctl-0", "w-1", "w-2")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +26,7 @@ func TestTalliesFollowASiteConverging(t *testing.T) {
 	for _, h := range hosts {
 		enrolled(l, h)
 	}
-	failedOnce, drifted := false, false
+	failedOnce := false
 	for round := 0; ; round++ {
 		if round > 100 {
 			t.Fatalf("no convergence: %v", l.view().StepCounts())
@@ -105,21 +77,25 @@ func TestTalliesFollowASiteConverging(t *testing.T) {
 	// Drift on the controller, then its repair.
 	r := ctl[len(ctl)-1]
 	l.must(CmdStepDrift, StepDrift{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, Changes: []string{"label gone"}})
-	h, _ := l.view().Host("ctl-0")
-	if c := plan.Find(h.Host.Status.Conditions, api.ConditionDrifted); c == nil || c.Status != api.ConditionTrue {
-		t.Fatalf("ctl-0 Drifted: %+v", c)
-	} else {
-		drifted = true
+	drift := func(want string) {
+		t.Helper()
+		h, _ := l.view().Host("ctl-0")
+		if c := plan.Find(h.Host.Status.Conditions, api.ConditionDrifted); c == nil || c.Status != want {
+			t.Fatalf("ctl-0 Drifted: %+v; want %s", c, want)
+		}
 	}
+	drift(api.ConditionTrue)
 	r, _ = l.view().Step(r.ID)
-	if r.State == plan.Ready || r.State == plan.Running {
-		l.must(CmdStepStart, StepStart{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: "repair"})
-		l.must(CmdStepResult, StepResult{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: "repair", Result: driver.Result{Changes: []string{"label"}}})
+	if r.State != plan.Ready {
+		t.Fatalf("drifted %s is %s; want Ready to repair it", r.ID, r.State)
 	}
-	if !failedOnce || !drifted {
-		t.Fatal("the walk did not fail a step and drift one")
+	l.must(CmdStepStart, StepStart{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: "repair"})
+	l.must(CmdStepResult, StepResult{ID: r.ID, Host: r.Host, InputsHash: r.InputsHash, RunID: "repair", Result: driver.Result{Changes: []string{"label"}}})
+	drift(api.ConditionFalse)
+	if !failedOnce {
+		t.Fatal("the walk failed no step")
 	}
-	// A snapshot decoded and a copy of the tables count the same.
+	// A decoded snapshot counts the same.
 	data, err := l.s.Export()
 	if err != nil {
 		t.Fatal(err)
