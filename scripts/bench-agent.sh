@@ -5,6 +5,8 @@
 # loopback, each converging a real host.sysctl step (this machine's own value, so it
 # changes nothing) and then left idle. Prints binary sizes, RSS (now and peak) and
 # CPU (the agent and the drivers processes it waited for) per agent, and the ratio.
+# Beside them runs a pair of bench/wakefloor processes exchanging the packets an idle
+# gossip member does and nothing else: the floor this machine puts under the agent.
 # Asserts nothing.
 #
 #   scripts/bench-agent.sh            IDLE=130 (seconds; two drift passes at 60 s)
@@ -36,6 +38,7 @@ mkdir -p "$work/new" "$work/base"
 $GO build -o "$work/new/plinth-coordinator" ./cmd/coordinator
 $GO build -o "$work/new/plinth-agent" ./cmd/agent
 $GO build -tags "$TAGS" -o "$work/new/plinth-drivers" ./cmd/drivers
+(cd bench && $GO build -o "$work/new/wakefloor" ./wakefloor)
 git worktree add -q --detach "$work/base-src" "$BASE"
 (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-agent" ./cmd/agent)
 # A baseline after the agent/drivers split runs its own drivers program.
@@ -78,6 +81,13 @@ for n in new base; do
   eval "pid_$n=$!"
 done
 
+fa=127.0.0.13:$(port) fb=127.0.0.14:$(port)
+"$work/new/wakefloor" -listen "$fa" -peer "$fb" &
+pids+=($!)
+pid_floor=$!
+"$work/new/wakefloor" -listen "$fb" -peer "$fa" &
+pids+=($!)
+
 echo "bench-agent: waiting for both hosts' steps"
 for _ in $(seq 300); do
   ok=$("$C" --identity "$ID" get steps -o json 2>/dev/null | python3 -c '
@@ -99,6 +109,7 @@ hz=$(getconf CLK_TCK)
 t0_new=$(ticks "$pid_new") t0_base=$(ticks "$pid_base")
 s0_new=$(selfticks "$pid_new") s0_base=$(selfticks "$pid_base")
 w0_new=$(csw "$pid_new") w0_base=$(csw "$pid_base")
+f0=$(selfticks "$pid_floor") fw0=$(csw "$pid_floor")
 if [ -n "${PERF:-}" ]; then
   perf record -q -F 999 -g -o "$work/perf.data" -p "$pid_new" -- sleep "$IDLE" >/dev/null 2>&1 &
   perfpid=$!
@@ -107,6 +118,7 @@ sleep "$IDLE"
 t1_new=$(ticks "$pid_new") t1_base=$(ticks "$pid_base")
 s1_new=$(selfticks "$pid_new") s1_base=$(selfticks "$pid_base")
 w1_new=$(csw "$pid_new") w1_base=$(csw "$pid_base")
+f1=$(selfticks "$pid_floor") fw1=$(csw "$pid_floor")
 if [ -n "${PERF:-}" ]; then
   wait "$perfpid" 2>/dev/null || true
   perf report -i "$work/perf.data" --children --sort symbol -g none --percent-limit ${PERF_LIMIT:-2} --stdio 2>/dev/null | grep -v "^#" | grep "%" | cut -c1-110 | head -${PERF_ROWS:-45} || true
@@ -148,7 +160,13 @@ row "  of which the agent itself" "$bsc %" "$nsc %" "$(ratio "$bsc" "$nsc")"
 bw=$(awk -v n=$((w1_base - w0_base)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
 nw=$(awk -v n=$((w1_new - w0_new)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
 row "  agent's context switches" "$bw" "$nw" ""
+fc=$(awk -v t=$((f1 - f0)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
+fw=$(awk -v n=$((fw1 - fw0)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
+row "floor: bare Go, same packets" "-" "$fc %" "$(ratio "$fc" "$nsc")"
+row "  floor's context switches" "-" "$fw" ""
 echo
 echo "Idle window ${IDLE}s after both hosts' steps succeeded; CPU counts the agent and the drivers"
 echo "processes it waited for (drift passes every 60 s). Both agents gossip (lan profile) with one"
-echo "coordinator on loopback (its profile: $PROFILE); RSS is VmRSS/VmHWM from /proc."
+echo "coordinator on loopback (its profile: $PROFILE); RSS is VmRSS/VmHWM from /proc. The floor is"
+echo "bench/wakefloor: one CPU, a probe out and one in every 500 ms with their acks, a tick every"
+echo "second, no memberlist; its ratio is the agent itself over the floor."
