@@ -5,7 +5,7 @@
 // the machine, and the load generator shares its cores with the servers.
 //
 // Both systems run as real processes on loopback, with mutual TLS between members
-// and towards clients, and with fsync on (raft-boltdb fsyncs every log batch, so etcd
+// and towards clients, and with fsync on (raft-wal fsyncs every log batch, so etcd
 // keeps its default WAL fsync). Usage (scripts/bench-consensus.sh does all of it):
 //
 //	cd bench && go run ./consensus -bin DIR_WITH_plinth-coordinator -etcd /usr/bin/etcd
@@ -102,7 +102,7 @@ func printSetup(o options) {
   plinth: 2 controllers + 1 witness (all Raft voters), hashicorp/raft, profile "fast":
           HeartbeatTimeout 500ms, ElectionTimeout 500ms, LeaderLeaseTimeout 250ms,
           CommitTimeout 50ms (raft default), pre-vote on (raft 1.7 default);
-          raft-boltdb log store (fsync per batch); mTLS (TLS 1.3, ECDSA P-256) for Raft and
+          raft-wal log store (fsync per batch); mTLS (TLS 1.3, ECDSA P-256) for Raft and
           the HTTPS JSON API.
   etcd:   %s, 3 voting members, flags %s
           (heartbeat 50ms = raft's HeartbeatTimeout/10, the rate a hashicorp/raft leader

@@ -18,7 +18,7 @@ type Config struct {
 	NodeID        string // raft server ID (coordinator name)
 	BindAddr      string // host:port to listen on for raft (TLS)
 	AdvertiseAddr string // address peers dial; defaults to the listener's address
-	DataDir       string // holds raft.db and snapshots/
+	DataDir       string // holds the raft log (wal/), its lock and snapshots/
 
 	// TLS is used as-is for both listening and dialing. It must carry
 	// Certificates (or GetCertificate and GetClientCertificate), RootCAs,
@@ -55,8 +55,6 @@ const (
 	transportMaxPool  = 3
 	logCacheEntries   = 512 // recent log entries kept in memory (raft.LogCache)
 	transportTimeout  = 10 * time.Second
-	boltOpenTimeout   = time.Second
-	dbFile            = "raft.db"
 	// snapshotsDir and snapshotTmpSuffix are where raft.FileSnapshotStore keeps
 	// snapshots and how it names one being written.
 	snapshotsDir      = "snapshots"

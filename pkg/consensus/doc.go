@@ -2,8 +2,10 @@
 // HA controllers and the optional witness voter, using hashicorp/raft.
 //
 // It owns:
-//   - the Raft log and stable store (DataDir/raft.db, raft-boltdb/v2) and the
-//     snapshot store (DataDir/snapshots, 3 retained);
+//   - the Raft log and stable store (DataDir/wal, hashicorp/raft-wal, under an
+//     exclusive lock on DataDir/lock; a raft-boltdb DataDir/raft.db of an
+//     earlier version is migrated on open) and the snapshot store
+//     (DataDir/snapshots, 3 retained);
 //   - the mutually authenticated TLS transport between voters: every
 //     connection, accepted or dialed, must present a certificate chained to
 //     the configured CA and pass the optional VerifyPeer check;

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // Node is one Raft voter: stores, TLS transport and the raft instance.
@@ -25,7 +23,7 @@ type Node struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	layer *streamLayer
-	store *raftboltdb.BoltStore
+	store *logStore
 	snaps *raft.FileSnapshotStore
 
 	obsCh    chan raft.Observation
@@ -94,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("consensus: open: %w", err)
 	}
 	// The cache serves the entries being replicated from memory: without it every
-	// AppendEntries read them back from bolt and decoded them again.
+	// AppendEntries read them back from disk and decoded them again.
 	logs, err := raft.NewLogCache(logCacheEntries, store)
 	if err != nil {
 		cleanup()
@@ -129,21 +127,16 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// openStores opens DataDir/raft.db (log and stable store) and the snapshot
-// store. The bolt open times out if another process holds the database; once it is
-// ours, snapshots a killed process left unfinished are removed (see
-// removeUnfinishedSnapshots).
-func openStores(dir string, log *slog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+// openStores opens the raft log and stable store (logstore.go), which locks
+// DataDir, and the snapshot store. Once DataDir is ours, snapshots a killed
+// process left unfinished are removed (see removeUnfinishedSnapshots).
+func openStores(dir string, log *slog.Logger) (*logStore, *raft.FileSnapshotStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("consensus: create data dir: %w", err)
 	}
-	path := filepath.Join(dir, dbFile)
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        path,
-		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
-	})
+	store, err := openLogStore(dir, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("consensus: open %s (is raft running on it elsewhere?): %w", path, err)
+		return nil, nil, err
 	}
 	if err := removeUnfinishedSnapshots(filepath.Join(dir, snapshotsDir), log); err != nil {
 		_ = store.Close()
@@ -161,7 +154,7 @@ func openStores(dir string, log *slog.Logger) (*raftboltdb.BoltStore, *raft.File
 // save never finished (the process died before the rename that completes one). Raft
 // never loads them, but never removes them either: each kill during a save would
 // otherwise leave a whole state's copy on disk for good. Only call it while holding
-// raft.db, so no live save is removed.
+// the data directory's lock, so no live save is removed.
 func removeUnfinishedSnapshots(dir string, log *slog.Logger) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -208,7 +208,7 @@ func (e *labEnv) checkInvariants(round int, seed uint64, manifest string, mtu, o
 		}
 	}
 	for _, c := range e.l.Coordinators() {
-		out, _ := e.l.Exec(e.ctx, c.Host, "sh", "-c", "grep -rlas 'PRIVATE KEY-----' /var/lib/plinth-coordinator/ --include=raft.db --include='*.snap' --include=state.bin || true")
+		out, _ := e.l.Exec(e.ctx, c.Host, "sh", "-c", "grep -rlas 'PRIVATE KEY-----' /var/lib/plinth-coordinator/ --include='*.wal' --include='*.snap' --include=state.bin || true")
 		if strings.TrimSpace(out) != "" {
 			fail("%s: a private key in the clear in %s", c.Name, strings.TrimSpace(out))
 		}
