@@ -61,6 +61,12 @@ const (
 	// boltOpenTimeout bounds waiting for the old database's own lock, which only a
 	// process of an earlier version could hold (ours is DataDir/lock).
 	boltOpenTimeout = time.Second
+	// walSegmentSize is the size each log segment file is preallocated to (a soft
+	// limit: a larger entry still fits). raft-wal's default is 64 MiB; the log a
+	// coordinator keeps between snapshots (8192 entries, most under 1 KiB, an
+	// apply's manifest a few MiB at 1000 hosts) fits a quarter of that, and every
+	// test node and lab coordinator pays the preallocation in disk.
+	walSegmentSize = 16 << 20
 	// migrateBatchBytes is how much log data each append of the migration carries.
 	migrateBatchBytes = 1 << 20
 )
@@ -82,12 +88,16 @@ func openLogStore(dir string, log *slog.Logger) (*logStore, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("consensus: create %s: %w", path, err)
 	}
-	w, err := wal.Open(path, wal.WithLogger(newHCLog(log, "raft-wal")))
+	w, err := openWAL(path, log)
 	if err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("consensus: open raft log %s: %w", path, err)
 	}
 	return &logStore{WAL: w, lock: lock}, nil
+}
+
+func openWAL(dir string, log *slog.Logger) (*wal.WAL, error) {
+	return wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithSegmentSize(walSegmentSize))
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/lock. The kernel drops it
@@ -141,7 +151,7 @@ func migrateBolt(dir string, log *slog.Logger) error {
 		return fmt.Errorf("consensus: migrate: open %s: %w", boltPath, err)
 	}
 	defer src.Close()
-	dst, err := wal.Open(tmp, wal.WithLogger(newHCLog(log, "raft-wal")))
+	dst, err := openWAL(tmp, log)
 	if err != nil {
 		return fmt.Errorf("consensus: migrate: open %s: %w", tmp, err)
 	}
