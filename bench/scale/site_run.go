@@ -37,6 +37,7 @@ type phase struct {
 	idle      float64 // of those, runs that found nothing new
 	lag       float64 // worst follower lag, log entries
 	entries   float64 // raft entries applied in the phase
+	logBytes  float64 // bytes of entries appended to the leader's raft log
 	conns     float64 // API connections accepted (TLS handshakes), all coordinators
 }
 
@@ -48,7 +49,7 @@ type siteResult struct {
 	phases       []phase
 	leaderPeakKB int64 // VmHWM
 	leaderRSSKB  int64 // VmRSS at the end
-	raftLogBytes int64 // the leader's raft directory (bolt log + snapshots)
+	raftDirBytes int64 // the leader's raft directory: log segments (preallocated), snapshots
 	snapBytes    int64
 	harnessKB    int64 // this process (every agent) VmRSS at the end
 }
@@ -240,10 +241,11 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		res.phases = append(res.phases, phase{
 			name: name, took: took, leaderCPU: cpu1 - cpu0, lag: worst,
 			otherCPU: other1 - other0, agentCPU: self1 - self0,
-			wakeups: m1["plinth_blocking_query_wakeups_total"] - m0["plinth_blocking_query_wakeups_total"],
-			idle:    m1["plinth_blocking_query_idle_wakeups_total"] - m0["plinth_blocking_query_idle_wakeups_total"],
-			entries: m1["leader_index"] - m0["leader_index"],
-			conns:   m1[apiConns] - m0[apiConns],
+			wakeups:  m1["plinth_blocking_query_wakeups_total"] - m0["plinth_blocking_query_wakeups_total"],
+			idle:     m1["plinth_blocking_query_idle_wakeups_total"] - m0["plinth_blocking_query_idle_wakeups_total"],
+			entries:  m1["leader_index"] - m0["leader_index"],
+			logBytes: m1[logBytes] - m0[logBytes],
+			conns:    m1[apiConns] - m0[apiConns],
 		})
 		if profiled != nil {
 			<-profiled
@@ -295,7 +297,7 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 	res.leaderPeakKB, _ = memKB(pid, "VmHWM")
 	res.leaderRSSKB, _ = memKB(pid, "VmRSS")
 	res.harnessKB, _ = memKB(os.Getpid(), "VmRSS")
-	res.raftLogBytes = dirBytes(filepath.Join(leader.DataDir, "raft"))
+	res.raftDirBytes = dirBytes(filepath.Join(leader.DataDir, "raft"))
 	if res.snapBytes, err = snapshotBytes(ctx, admin); err != nil {
 		return nil, err
 	}
@@ -362,10 +364,14 @@ func selfCPU() float64 {
 	return s
 }
 
-const apiConns = `plinth_connections_accepted_total{listener="api"}`
+const (
+	apiConns = `plinth_connections_accepted_total{listener="api"}`
+	logBytes = "plinth_raft_log_bytes_written_total"
+)
 
 // sumMetrics adds the blocking-query counters of every coordinator and keeps the
-// highest applied index (the leader's) as leader_index.
+// highest applied index (the leader's) as leader_index, and the most bytes any
+// raft log took (the leader's: every member appends the same entries).
 func sumMetrics(ctx context.Context, cls map[string]*client.Client) map[string]float64 {
 	out := map[string]float64{}
 	for _, cl := range cls {
@@ -377,6 +383,7 @@ func sumMetrics(ctx context.Context, cls map[string]*client.Client) map[string]f
 		out["plinth_blocking_query_idle_wakeups_total"] += m["plinth_blocking_query_idle_wakeups_total"]
 		out[apiConns] += m[apiConns]
 		out["leader_index"] = max(out["leader_index"], m["plinth_raft_applied_index"])
+		out[logBytes] = max(out[logBytes], m[logBytes])
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walmetrics "github.com/hashicorp/raft-wal/metrics"
 	"github.com/hashicorp/raft-wal/migrate"
 	"go.etcd.io/bbolt"
 )
@@ -28,7 +29,8 @@ import (
 // that version is migrated on open (migrateBolt).
 type logStore struct {
 	*wal.WAL
-	lock *os.File
+	lock  *os.File
+	stats *walmetrics.AtomicCollector // raft-wal's counters (Node.LogBytesWritten)
 }
 
 // Close closes the WAL, then releases the directory lock.
@@ -88,16 +90,17 @@ func openLogStore(dir string, log *slog.Logger) (*logStore, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("consensus: create %s: %w", path, err)
 	}
-	w, err := openWAL(path, log)
+	stats := walmetrics.NewAtomicCollector(wal.MetricDefinitions)
+	w, err := openWAL(path, log, stats)
 	if err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("consensus: open raft log %s: %w", path, err)
 	}
-	return &logStore{WAL: w, lock: lock}, nil
+	return &logStore{WAL: w, lock: lock, stats: stats}, nil
 }
 
-func openWAL(dir string, log *slog.Logger) (*wal.WAL, error) {
-	return wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithSegmentSize(walSegmentSize))
+func openWAL(dir string, log *slog.Logger, stats walmetrics.Collector) (*wal.WAL, error) {
+	return wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithSegmentSize(walSegmentSize), wal.WithMetricsCollector(stats))
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/lock. The kernel drops it
@@ -151,7 +154,7 @@ func migrateBolt(dir string, log *slog.Logger) error {
 		return fmt.Errorf("consensus: migrate: open %s: %w", boltPath, err)
 	}
 	defer src.Close()
-	dst, err := openWAL(tmp, log)
+	dst, err := openWAL(tmp, log, &walmetrics.NoOpCollector{})
 	if err != nil {
 		return fmt.Errorf("consensus: migrate: open %s: %w", tmp, err)
 	}

@@ -30,7 +30,11 @@ func TestOpenMigratesBoltDataDir(t *testing.T) {
 	a := h.open(cfg)
 	waitLeader(t, a)
 	waitList(t, a, want)
+	before := a.LogBytesWritten()
 	mustApply(t, a, "four")
+	if after := a.LogBytesWritten(); after < before+uint64(len("four")) {
+		t.Fatalf("log bytes written %d -> %d after an apply", before, after)
+	}
 	for _, gone := range []string{boltFile, walMigrating} {
 		if _, err := os.Stat(filepath.Join(cfg.DataDir, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s after migration: %v, want it gone", gone, err)

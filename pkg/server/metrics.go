@@ -123,6 +123,7 @@ var (
 	descBlockCalls = prometheus.NewDesc("plinth_blocking_queries_total", "Blocking queries made (API requests with ?index= and the leader's own watches).", nil, nil)
 	descBlockRuns  = prometheus.NewDesc("plinth_blocking_query_wakeups_total", "Times a waiting blocking query ran again after a change.", nil, nil)
 	descBlockIdle  = prometheus.NewDesc("plinth_blocking_query_idle_wakeups_total", "Wake-ups of a blocking query that found nothing new for it.", nil, nil)
+	descLogBytes   = prometheus.NewDesc("plinth_raft_log_bytes_written_total", "Bytes of encoded entries this coordinator appended to its Raft log since it started.", nil, nil)
 )
 
 type stateCollector struct {
@@ -131,7 +132,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descRaftIndex, descLeader, descSteps, descHosts, descEvents, descBlockCalls, descBlockRuns, descBlockIdle} {
+	for _, d := range []*prometheus.Desc{descRaftState, descRaftIndex, descLeader, descSteps, descHosts, descEvents, descBlockCalls, descBlockRuns, descBlockIdle, descLogBytes} {
 		ch <- d
 	}
 }
@@ -150,6 +151,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			l = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, l)
+		ch <- prometheus.MustNewConstMetric(descLogBytes, prometheus.CounterValue, float64(c.node.LogBytesWritten()))
 	}
 	bs := c.store.BlockStats()
 	ch <- prometheus.MustNewConstMetric(descBlockCalls, prometheus.CounterValue, float64(bs.Calls))
