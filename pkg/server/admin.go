@@ -49,19 +49,22 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The plan is the FSM's own apply, run on a copy of the state.
-	diff, err := s.cfg.Store.DryRun(cmd)
-	if err != nil {
-		return err
-	}
 	if req.DryRun {
+		// The plan is the FSM's own apply, run on a copy of the state.
+		diff, err := s.cfg.Store.DryRun(cmd)
+		if err != nil {
+			return err
+		}
 		writeJSON(w, http.StatusOK, wire.ApplyResponse{DryRun: true, Plan: diff})
 		return nil
 	}
-	if _, err := s.commit(r.Context(), cmd); err != nil {
+	// The FSM answers with what the apply changed (state.Plan), or refuses it whole.
+	resp, _, err := s.commitAnswer(r.Context(), cmd)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.ApplyResponse{Plan: diff, Index: s.cfg.Store.Index()})
+	plan, _ := resp.(state.Plan)
+	writeJSON(w, http.StatusOK, wire.ApplyResponse{Plan: plan, Index: s.cfg.Store.Index()})
 	return nil
 }
 

@@ -519,18 +519,25 @@ func (s *Server) proposeAt(ctx context.Context, typ string, body any) (uint64, e
 
 // commit applies on the leader, or forwards to it, and returns the log index.
 func (s *Server) commit(ctx context.Context, data []byte) (uint64, error) {
+	_, idx, err := s.commitAnswer(ctx, data)
+	return idx, err
+}
+
+// commitAnswer is commit that also returns the FSM's answer: a state.Plan for a
+// manifest (forwarded writes carry it back in wire.Applied), else nil.
+func (s *Server) commitAnswer(ctx context.Context, data []byte) (any, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if s.cfg.Raft.IsLeader() {
-		_, idx, err := s.cfg.Raft.Apply(ctx, data)
+		resp, idx, err := s.cfg.Raft.Apply(ctx, data)
 		if err != nil && (ctx.Err() != nil || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrEnqueueTimeout)) {
-			return 0, fmt.Errorf("%w: write not confirmed (%v); %s", errNoQuorum, err, s.quorumHint())
+			return nil, 0, fmt.Errorf("%w: write not confirmed (%v); %s", errNoQuorum, err, s.quorumHint())
 		}
-		return idx, err
+		return resp, idx, err
 	}
 	leaderID, _ := s.cfg.Raft.Leader()
 	if leaderID == "" {
-		return 0, fmt.Errorf("%w: no coordinator is leader, so writes are refused; %s", errNoQuorum, s.quorumHint())
+		return nil, 0, fmt.Errorf("%w: no coordinator is leader, so writes are refused; %s", errNoQuorum, s.quorumHint())
 	}
 	var addr string
 	s.cfg.Store.Read(func(v state.View) {
@@ -541,30 +548,33 @@ func (s *Server) commit(ctx context.Context, data []byte) (uint64, error) {
 		}
 	})
 	if addr == "" {
-		return 0, fmt.Errorf("%w: leader %s has no known API address yet; retry", errNoQuorum, leaderID)
+		return nil, 0, fmt.Errorf("%w: leader %s has no known API address yet; retry", errNoQuorum, leaderID)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+wire.PathInternalApply, bytes.NewReader(data))
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	resp, err := s.fwd.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%w: forward to leader %s at %s: %v", errNoQuorum, leaderID, addr, err)
+		return nil, 0, fmt.Errorf("%w: forward to leader %s at %s: %v", errNoQuorum, leaderID, addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		var ok wire.Applied
 		if err := json.NewDecoder(resp.Body).Decode(&ok); err != nil {
-			return 0, fmt.Errorf("forwarded write: decode answer: %w", err)
+			return nil, 0, fmt.Errorf("forwarded write: decode answer: %w", err)
 		}
-		return ok.Index, nil
+		if ok.Plan != nil {
+			return state.Plan(ok.Plan), ok.Index, nil
+		}
+		return nil, ok.Index, nil
 	}
 	var eb wire.ErrorBody
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&eb)
 	if len(eb.Fields) > 0 {
-		return 0, api.ErrorList(eb.Fields)
+		return nil, 0, api.ErrorList(eb.Fields)
 	}
-	return 0, &httpError{resp.StatusCode, eb.Error}
+	return nil, 0, &httpError{resp.StatusCode, eb.Error}
 }
 
 // readBarrier makes this coordinator's state at least as current as the leader's
@@ -626,10 +636,14 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	if !s.cfg.Raft.IsLeader() {
 		return &httpError{http.StatusServiceUnavailable, "not the leader any more; retry"}
 	}
-	idx, err := s.commit(r.Context(), data)
+	resp, idx, err := s.commitAnswer(r.Context(), data)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.Applied{Index: idx})
+	out := wire.Applied{Index: idx}
+	if p, ok := resp.(state.Plan); ok {
+		out.Plan = p
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -18,13 +18,19 @@ func (s *Store) DryRun(data []byte) ([]string, error) {
 		return nil, fmt.Errorf("state: undecodable command: %w", err)
 	}
 	s.mu.RLock()
-	before := planBase(s.t)
+	var before *tables
+	if c.Type != CmdApplyManifest { // a manifest's answer is its Plan
+		before = planBase(s.t)
+	}
 	after := cloneTables(s.t)
 	s.mu.RUnlock()
 	tmp := &Store{t: after, log: s.log}
 	resp, _ := tmp.dispatch(after.Index+1, c)
 	if err, ok := resp.(error); ok && err != nil {
 		return nil, err
+	}
+	if p, ok := resp.(Plan); ok {
+		return p, nil
 	}
 	return Changes(View{before}, View{tmp.t}), nil
 }

@@ -33,7 +33,15 @@ func TestDryRunIsTheApply(t *testing.T) {
 	if _, ok := l.view().Site(); ok || len(l.view().Hosts()) != 0 {
 		t.Fatal("a dry run changed the store")
 	}
-	l.must(CmdApplyManifest, ApplyManifest{Manifest: first})
+	// The apply answers with the plan it carried out: the dry run's, line for line.
+	applied := func(m api.Manifest, want []string) {
+		t.Helper()
+		got, ok := l.answer(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: m}).(Plan)
+		if !ok || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("the apply's answer is not its dry run's plan:\n apply: %q\n dry:   %q", got, want)
+		}
+	}
+	applied(first, plan)
 	if plan, err := dry(first); err != nil || strings.Join(plan, "\n") != "no changes" {
 		t.Fatalf("re-apply plan: %q %v", plan, err)
 	}
@@ -45,6 +53,8 @@ func TestDryRunIsTheApply(t *testing.T) {
 	if err != nil || len(plan) != 1 || plan[0] != "~ host w1: labels changed (generation 1 -> 2)" {
 		t.Fatalf("label change plan: %q %v", plan, err)
 	}
+	applied(labelled, plan)
+	applied(labelled, []string{"no changes"})
 
 	// Refused the same way the apply refuses it.
 	bad := poolManifest("c0", "w1")

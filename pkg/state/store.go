@@ -271,10 +271,12 @@ func (s *Store) dispatch(idx uint64, c Command) (any, map[string]bool) {
 func (s *Store) dispatchTo(a *applier, c Command) any {
 	idx := a.idx
 	var err error
+	var before *tables // the state an apply replaced, for its Plan
 	switch c.Type {
 	case CmdApplyManifest, CmdDeleteHost:
 		// All or nothing: the command runs on a copy, kept only if all of it succeeded
 		// (a replan can fail after the documents were stored).
+		before = s.t
 		t := cloneTables(s.t)
 		b := &applier{t: t, idx: idx, now: c.Now, touched: map[string]bool{}}
 		if c.Type == CmdApplyManifest {
@@ -376,8 +378,17 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 	}
 	a.refresh(incremental[c.Type])
 	a.markWatch()
+	if c.Type == CmdApplyManifest {
+		return Plan(Changes(View{before}, View{a.t}))
+	}
 	return nil
 }
+
+// Plan is the FSM's answer to an applied manifest: what it changed, in the words
+// of a dry run (Changes), against the state it replaced. The leader hands it to
+// the operator, so an apply needs no dry run of its own and shows exactly what
+// happened even if other commands landed since it was planned.
+type Plan []string
 
 // incremental are the frequent commands about one host (or none) whose refresh
 // recomputes only the hosts they changed; every other command recomputes all.

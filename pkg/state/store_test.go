@@ -33,8 +33,17 @@ type log struct {
 
 func newLog(t *testing.T) *log { return &log{t: t, s: New(nil), clock: t0} }
 
-// apply encodes and applies a command, returning the FSM's answer.
+// apply encodes and applies a command, returning the FSM's refusal if any.
 func (l *log) apply(typ string, body any) error {
+	l.t.Helper()
+	if err, ok := l.answer(typ, body).(error); ok {
+		return err
+	}
+	return nil
+}
+
+// answer encodes and applies a command, returning the FSM's answer.
+func (l *log) answer(typ string, body any) any {
 	l.t.Helper()
 	l.clock = l.clock.Add(time.Second)
 	data, err := Encode(typ, l.clock, body)
@@ -50,10 +59,7 @@ func (l *log) apply(typ string, body any) error {
 	if !l.fast {
 		l.checkWatch(typ)
 	}
-	if err, ok := resp.(error); ok {
-		return err
-	}
-	return nil
+	return resp
 }
 
 func (l *log) checkWatch(typ string) {

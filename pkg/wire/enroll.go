@@ -30,4 +30,7 @@ type RaftJoinRequest struct {
 // Applied is the leader's answer to a write forwarded by another coordinator.
 type Applied struct {
 	Index uint64 `json:"index"`
+	// Plan is what an applied manifest changed (the FSM's answer); none for
+	// other commands.
+	Plan []string `json:"plan,omitempty"`
 }
