@@ -25,8 +25,9 @@ import (
 // Why not raft-boltdb, which Plinth used first: bolt is a copy-on-write B-tree, so
 // every append rewrote tree pages and its freelist before the fsync, and that CPU
 // was on the write path of every command (bench-consensus, seven runs each
-// alternating on one machine: a third more writes a second with the WAL, medians). A data directory left by
-// that version is migrated on open (migrateBolt).
+// alternating on one machine: a third more writes a second with the WAL,
+// medians). A data directory left by that version is migrated on open
+// (migrateBolt).
 type logStore struct {
 	*wal.WAL
 	lock  *os.File
@@ -64,10 +65,10 @@ const (
 	// process of an earlier version could hold (ours is DataDir/lock).
 	boltOpenTimeout = time.Second
 	// walSegmentSize is the size each log segment file is preallocated to (a soft
-	// limit: a larger entry still fits). raft-wal's default is 64 MiB; the log a
-	// coordinator keeps between snapshots (8192 entries, most under 1 KiB, an
-	// apply's manifest a few MiB at 1000 hosts) fits a quarter of that, and every
-	// test node and lab coordinator pays the preallocation in disk.
+	// limit: a larger entry still fits). raft-wal's default is 64 MiB, reserved on
+	// disk by every coordinator and test node; a site's writes are small (the first
+	// apply of 1000 hosts appends 2.6 MiB, bench-scale), so a quarter of that
+	// rotates rarely and lets truncation after a snapshot free space sooner.
 	walSegmentSize = 16 << 20
 	// migrateBatchBytes is how much log data each append of the migration carries.
 	migrateBatchBytes = 1 << 20
@@ -186,48 +187,21 @@ func removeBolt(dir, boltPath string, log *slog.Logger) error {
 	return nil
 }
 
-// raftStableKeys are the keys hashicorp/raft keeps in its stable store, with
-// whether each is a uint64. StableStore cannot list keys, so they are named.
-var raftStableKeys = []struct {
-	key    string
-	uint64 bool
-}{
-	{"CurrentTerm", true},
-	{"LastVoteTerm", true},
-	{"LastVoteCand", false},
-}
-
 // copyRaftStores copies every log entry and the stable keys raft sets from src
-// to the empty dst, returning the number of entries copied. A key src never
-// had (a server that never voted) is left unset, as raft expects.
+// to the empty dst, returning the number of entries copied. StableStore cannot
+// list its keys, so they are named (raft.go's keyCurrentTerm and the rest); a
+// key src never had (a server that never voted) is left unset, as raft expects.
 func copyRaftStores(dst, src interface {
 	raft.LogStore
 	raft.StableStore
 }) (uint64, error) {
-	for _, k := range raftStableKeys {
-		if k.uint64 {
-			v, err := src.GetUint64([]byte(k.key))
-			if isNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return 0, fmt.Errorf("read %s: %w", k.key, err)
-			}
-			if err := dst.SetUint64([]byte(k.key), v); err != nil {
-				return 0, fmt.Errorf("write %s: %w", k.key, err)
-			}
-			continue
+	for _, k := range []string{"CurrentTerm", "LastVoteTerm"} {
+		if err := copyKey(k, src.GetUint64, dst.SetUint64); err != nil {
+			return 0, err
 		}
-		v, err := src.Get([]byte(k.key))
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", k.key, err)
-		}
-		if err := dst.Set([]byte(k.key), v); err != nil {
-			return 0, fmt.Errorf("write %s: %w", k.key, err)
-		}
+	}
+	if err := copyKey("LastVoteCand", src.Get, dst.Set); err != nil {
+		return 0, err
 	}
 	last, err := src.LastIndex()
 	if err != nil {
@@ -246,10 +220,19 @@ func copyRaftStores(dst, src interface {
 	return last - first + 1, nil
 }
 
-// isNotFound tells raft-boltdb's and raft-wal's missing-key errors, which raft
-// itself recognises by their text.
-func isNotFound(err error) bool {
-	return err != nil && (errors.Is(err, raftboltdb.ErrKeyNotFound) || err.Error() == "not found")
+// copyKey copies one stable-store key, skipping one raft-boltdb never stored.
+func copyKey[T any](key string, get func([]byte) (T, error), set func([]byte, T) error) error {
+	v, err := get([]byte(key))
+	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", key, err)
+	}
+	if err := set([]byte(key), v); err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

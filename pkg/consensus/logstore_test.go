@@ -152,7 +152,7 @@ func checkStore(t *testing.T, s *logStore, want []testLog, voted bool) {
 	switch {
 	case voted && (err != nil || string(cand) != "b"):
 		t.Fatalf("LastVoteCand = %q, %v; want b", cand, err)
-	case !voted && (len(cand) != 0 || err != nil && !isNotFound(err)):
+	case !voted && (len(cand) != 0 || err != nil):
 		t.Fatalf("LastVoteCand of a server that never voted = %q, %v; want none", cand, err)
 	}
 }

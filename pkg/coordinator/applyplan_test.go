@@ -12,21 +12,8 @@ import (
 // follower forwards the write and gets the plan back with the leader's answer.
 func TestApplyAnswersWithItsPlan(t *testing.T) {
 	c := newCluster(t)
-	leader, follower := -1, -1
-	for i := range c.apis {
-		var st wire.Status
-		if _, err := c.admins[i].Do(c.ctx, "GET", wire.PathStatus, nil, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.State == "Leader" {
-			leader = i
-		} else {
-			follower = i
-		}
-	}
-	if leader < 0 || follower < 0 {
-		t.Fatalf("leader %d, follower %d", leader, follower)
-	}
+	leader := c.leader()
+	follower := 1 - leader // newCluster starts two coordinators
 	site := `apiVersion: plinth.dev/v1alpha1
 kind: Host
 metadata: {name: node-1}

@@ -28,19 +28,7 @@ spec:
   sysctls: {net.ipv4.ip_forward: "1"}
 `
 	c.apply(site)
-	leader := -1
-	for i := range c.apis {
-		var st wire.Status
-		if _, err := c.admins[i].Do(c.ctx, "GET", wire.PathStatus, nil, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.State == "Leader" {
-			leader = i
-		}
-	}
-	if leader < 0 {
-		t.Fatal("no leader")
-	}
+	leader := c.leader()
 	agent := a.clients[leader]
 	var steps wire.AgentSteps
 	if _, err := agent.Do(c.ctx, "GET", wire.PathAgentSteps, nil, &steps); err != nil || len(steps.Steps) == 0 {

@@ -38,6 +38,22 @@ type cluster struct {
 	admins []*client.Client // one per coordinator
 }
 
+// leader returns the index of the coordinator that is leader now.
+func (c *cluster) leader() int {
+	c.t.Helper()
+	for i := range c.apis {
+		var st wire.Status
+		if _, err := c.admins[i].Do(c.ctx, "GET", wire.PathStatus, nil, &st); err != nil {
+			c.t.Fatal(err)
+		}
+		if st.State == "Leader" {
+			return i
+		}
+	}
+	c.t.Fatal("no leader")
+	return -1
+}
+
 func startCoordinator(t *testing.T, ctx context.Context, dir string, log *slog.Logger) {
 	t.Helper()
 	cctx, stop := context.WithCancel(ctx)
