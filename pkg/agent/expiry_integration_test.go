@@ -15,6 +15,7 @@ import (
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/wire"
@@ -52,12 +53,18 @@ func TestIntegrationCertificateExpiry(t *testing.T) {
 	if err := Join(ctx, JoinOptions{StateDir: stateDir, Name: "node-1", Token: tok.Token, JoinAddrs: []string{ccfg.JoinAddr}}); err != nil {
 		t.Fatalf("join: %v", err)
 	}
-	serial := func() string {
-		b, err := LoadBundle(stateDir)
+	// serial reads the live bundle only: LoadBundle would also finish (and remove)
+	// a renewal the running agent is staging, racing its writes.
+	serial := func() (string, error) {
+		b, err := pki.LoadBundle(pkiPath(stateDir), bundleName)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
-		return serialOf(t, b)
+		c, err := pki.ParseCert(b.CertPEM)
+		if err != nil {
+			return "", err
+		}
+		return c.SerialNumber.Text(16), nil
 	}
 	gossipAddr := freeAddr(t)
 	start := func() func() {
@@ -99,9 +106,16 @@ func TestIntegrationCertificateExpiry(t *testing.T) {
 
 	// Renewed twice, at half-life: never a warning.
 	stop := start()
-	for i, prev := 0, serial(); i < 2; i++ {
+	prev, err := serial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
 		poll.Until(t, 2*ttl, fmt.Sprintf("renewal %d", i+1), func() error {
-			s := serial()
+			s, err := serial()
+			if err != nil {
+				return err // a renewal mid-write: the next poll reads it whole
+			}
 			if s == prev {
 				return errors.New("serial unchanged")
 			}
