@@ -30,6 +30,34 @@ type applier struct {
 	hostsWritten map[string]bool
 }
 
+// adopt takes what b, the applier of an all-or-nothing copy that was kept, wrote:
+// refresh and markWatch then see the hosts and steps the command changed.
+func (a *applier) adopt(b *applier) {
+	for n := range b.hostsWritten {
+		if a.hostsWritten == nil {
+			a.hostsWritten = map[string]bool{}
+		}
+		a.hostsWritten[n] = true
+	}
+	for n := range b.stepHosts {
+		if a.stepHosts == nil {
+			a.stepHosts = map[string]bool{}
+		}
+		a.stepHosts[n] = true
+	}
+	a.secrets = a.secrets || b.secrets
+}
+
+// stepsGone records that a step of host was removed (or moved away from it): its
+// agent's answer changes although no record of the host was written.
+func (a *applier) stepsGone(host string) {
+	a.t.watch[host] = a.idx
+	if a.stepHosts == nil {
+		a.stepHosts = map[string]bool{}
+	}
+	a.stepHosts[host] = true
+}
+
 // hostWritten stamps h with this command's index; every write of a host record
 // goes through it, so hostsWritten is complete.
 func (a *applier) hostWritten(name string, h *HostRecord) {
@@ -105,6 +133,9 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 	}
 
 	if m.Site != nil {
+		if site == nil || site.Site.Spec.Policy.Effective().DriftCheckSeconds != m.Site.Spec.Policy.Effective().DriftCheckSeconds {
+			a.t.driftChanged = a.idx
+		}
 		hash := api.SpecHash(m.Site.Spec)
 		if site == nil || site.SpecHash != hash || site.Site.Metadata.Name != m.Site.Metadata.Name {
 			rec := &SiteRecord{Site: *m.Site, SpecHash: hash, File: b.File, ModifyIndex: a.idx}
@@ -250,7 +281,7 @@ func (a *applier) replan() error {
 		switch {
 		case ok && had && old.Host != r.Host:
 			a.t.stepSet[old.Host], a.t.stepSet[r.Host] = a.idx, a.idx
-			a.t.watch[old.Host] = a.idx
+			a.stepsGone(old.Host)
 		case ok && !had:
 			a.t.stepSet[r.Host] = a.idx
 		case !ok && had:
@@ -259,7 +290,7 @@ func (a *applier) replan() error {
 		switch {
 		case !ok:
 			if had {
-				a.t.watch[old.Host] = a.idx
+				a.stepsGone(old.Host)
 			}
 			a.event(EventNormal, "step/"+id, "StepRemoved", "step "+id+" is no longer needed")
 		case !had:

@@ -3,10 +3,12 @@ package state
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/api"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/plan"
 )
@@ -141,6 +143,89 @@ func TestHostStepSetIndex(t *testing.T) {
 			if got := v.HostStepSetIndex(h); got != v.Index() {
 				t.Errorf("after a snapshot: %s's index is %d, not the snapshot's %d", h, got, v.Index())
 			}
+		}
+	})
+}
+
+// TestManifestWakesOnlyTheHostsItChanged: a manifest wakes the blocking queries of
+// the hosts whose record or steps it changed (every one of them), not the whole
+// site; a change to what every agent's answer carries (the drift-check period)
+// wakes all, and a manifest that changes nothing wakes none.
+func TestManifestWakesOnlyTheHostsItChanged(t *testing.T) {
+	l := newLog(t)
+	hosts := []string{"c0", "w1", "w2", "w3"}
+	l.must(CmdApplyManifest, ApplyManifest{Manifest: manifest(hosts...)})
+	for _, h := range hosts {
+		enrolled(l, h)
+	}
+	// apply arms a waiting query per host, applies m and returns whose were woken.
+	apply := func(m api.Manifest) map[string]bool {
+		t.Helper()
+		chans := map[string]<-chan struct{}{}
+		l.s.hostMu.Lock()
+		for _, h := range hosts {
+			ch, ok := l.s.hostNotify[h]
+			if !ok {
+				ch = make(chan struct{})
+				l.s.hostNotify[h] = ch
+			}
+			chans[h] = ch
+		}
+		l.s.hostMu.Unlock()
+		l.must(CmdApplyManifest, ApplyManifest{Manifest: m})
+		woken := map[string]bool{}
+		for h, ch := range chans {
+			select {
+			case <-ch:
+				woken[h] = true
+			default:
+			}
+		}
+		// Every host whose answer may differ was woken: its watch moved, or a
+		// record or step of it was written at this index.
+		v := l.view()
+		for _, h := range hosts {
+			changed := v.HostWatch(h) == v.Index() || v.DriftIndex() == v.Index()
+			if r, ok := v.Host(h); ok && r.ModifyIndex == v.Index() {
+				changed = true
+			}
+			v.EachHostStep(h, func(r plan.Record) {
+				if r.ModifyIndex == v.Index() {
+					if v.HostWatch(h) != v.Index() {
+						t.Errorf("step %s written at %d but %s's watch is %d", r.ID, v.Index(), h, v.HostWatch(h))
+					}
+					changed = true
+				}
+			})
+			if changed != woken[h] {
+				t.Errorf("host %s: changed=%v woken=%v", h, changed, woken[h])
+			}
+		}
+		return woken
+	}
+	m := manifest(hosts...)
+	m.Hosts[1].Spec.Interfaces[0].MTU = 9000
+	if got := apply(m); !maps.Equal(got, map[string]bool{"w1": true}) {
+		t.Errorf("an MTU change on w1 woke %v, want w1 alone", got)
+	}
+	if got := apply(m); len(got) != 0 {
+		t.Errorf("re-applying the same manifest woke %v", got)
+	}
+	m.Hosts[3].Metadata.Labels = map[string]string{"rack": "r2"}
+	if got := apply(m); !got["w3"] || got["w1"] || got["w2"] {
+		t.Errorf("a label on w3 woke %v", got)
+	}
+	m.Site.Spec.Policy.DriftCheckSeconds = 30
+	if got := apply(m); len(got) != len(hosts) {
+		t.Errorf("a new drift-check period woke %v, want every host", got)
+	}
+	if v := l.view(); v.DriftIndex() != v.Index() || v.DriftCheckSeconds() != 30 {
+		t.Errorf("drift index %d at %d, period %d", v.DriftIndex(), v.Index(), v.DriftCheckSeconds())
+	}
+	r := snapshotRoundTrip(t, l.s)
+	r.Read(func(v View) {
+		if v.DriftIndex() < l.view().DriftIndex() {
+			t.Errorf("after a snapshot the drift index went back: %d < %d", v.DriftIndex(), l.view().DriftIndex())
 		}
 	})
 }

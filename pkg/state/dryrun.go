@@ -83,6 +83,8 @@ func cloneTables(t *tables) *tables {
 	}
 	maps.Copy(c.Archives, t.Archives)
 	c.derive()
+	// What derive cannot know from the records, the original does.
+	c.secretsChanged, c.driftChanged = t.secretsChanged, t.driftChanged
 	c.stepSet, c.stepSetFloor = maps.Clone(t.stepSet), t.stepSetFloor
 	if c.stepSet == nil {
 		c.stepSet = map[string]uint64{}

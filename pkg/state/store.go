@@ -105,6 +105,10 @@ type tables struct {
 	// written or removed (after a decode, the tables' index: removals before it
 	// are not known), so those answers need not resolve secrets again.
 	secretsChanged uint64
+	// driftChanged is derived too: an index at or after the last at which the
+	// site's drift-check period changed (after a decode, the site record's index),
+	// the one site-wide value every agent's answer carries.
+	driftChanged uint64
 }
 
 func newTables() *tables {
@@ -258,11 +262,13 @@ func decodeCommand(index uint64, data []byte) (Command, error) {
 }
 
 // dispatch applies c and says whose blocking queries to wake: the hosts it
-// changed, or every host (nil) after a manifest, a host deletion or a secret.
+// changed, or every host (nil) after a host deletion (its revocation and gossip
+// rekey reach everyone), a secret, or a manifest that changed what every agent's
+// answer carries. A manifest touching one host wakes that host's agent alone.
 func (s *Store) dispatch(idx uint64, c Command) (any, map[string]bool) {
 	a := &applier{t: s.t, idx: idx, now: c.Now, touched: map[string]bool{}}
 	resp := s.dispatchTo(a, c)
-	if a.secrets || c.Type == CmdApplyManifest || c.Type == CmdDeleteHost {
+	if a.secrets || c.Type == CmdDeleteHost || (c.Type == CmdApplyManifest && s.t.driftChanged == idx) {
 		return resp, nil
 	}
 	return resp, a.touched
@@ -286,6 +292,7 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 		}
 		if err == nil {
 			s.t, a.t = t, t
+			a.adopt(b)
 		}
 	case CmdCreateToken:
 		err = decode(c, a.createToken)
@@ -525,6 +532,9 @@ func (t *tables) derive() {
 	t.secretsChanged = max(t.secretsChanged, t.Index)
 	for _, s := range t.Secrets {
 		t.secretsChanged = max(t.secretsChanged, s.Index)
+	}
+	if t.Site != nil {
+		t.driftChanged = max(t.driftChanged, t.Site.ModifyIndex)
 	}
 	t.indexHostSteps()
 }
@@ -869,6 +879,10 @@ func (v View) HostStepSetIndex(host string) uint64 {
 // HostWatch is the highest index at which host's record or one of its steps
 // changed or was removed: cheap (no copy), for blocking queries about one host.
 func (v View) HostWatch(host string) uint64 { return v.t.watch[host] }
+
+// DriftIndex is an index at or after the last change of the site's drift-check
+// period (DriftCheckSeconds), which every agent's answer carries.
+func (v View) DriftIndex() uint64 { return v.t.driftChanged }
 
 // SecretsIndex is the highest index at which a stored secret was written.
 func (v View) SecretsIndex() uint64 {
