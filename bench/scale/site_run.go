@@ -267,6 +267,8 @@ func runSite(ctx context.Context, o options, n int, base host.Facts) (*siteResul
 		}
 		res.gossipJoin = time.Since(t0)
 		fmt.Printf("  N=%d every agent alive in the leader's gossip %s after they started\n", n, res.gossipJoin.Round(10*time.Millisecond))
+	} else if err := waitNeverSeen(ctx, cls[leader.Name], agentErr, n, o.timeout); err != nil {
+		return nil, err
 	}
 	time.Sleep(2 * time.Second)
 	first := "apply -> Site Ready"
@@ -439,6 +441,21 @@ func waitGossip(ctx context.Context, leader *client.Client, agentErr <-chan erro
 		}
 		seen := m[`plinth_gossip_members{role="agent",state="alive"}`]
 		return int(seen) >= n, fmt.Sprintf("%.0f of %d agents alive", seen, n)
+	})
+}
+
+// waitNeverSeen waits, without gossip, until the leader has recorded every host as
+// never seen (its grace period after taking the lead is 15 s): otherwise those
+// n commands land inside a timed phase at the sizes whose enrolment takes longer
+// than the grace, and the figures grow faster than the site.
+func waitNeverSeen(ctx context.Context, leader *client.Client, agentErr <-chan error, n int, timeout time.Duration) error {
+	const key = `plinth_fsm_apply_seconds_count{command="SetReachable",result="ok"}`
+	return pollAgents(ctx, agentErr, timeout, 250*time.Millisecond, "the leader did not record every host as never seen", func(ctx context.Context) (bool, string) {
+		m, err := metrics(ctx, leader)
+		if err != nil {
+			return false, ""
+		}
+		return int(m[key]) >= n, fmt.Sprintf("%.0f of %d hosts recorded unreachable", m[key], n)
 	})
 }
 
