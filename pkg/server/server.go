@@ -193,6 +193,7 @@ func (s *Server) handleNode(pattern string, roles []string, h func(w http.Respon
 // this coordinator has replayed what it knows to be committed (see caughtUp).
 func (s *Server) route(pattern string, roles []string, h func(w http.ResponseWriter, r *http.Request) error, fromState bool) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		growStack()
 		start := time.Now()
 		id, err := pki.PeerIdentity(r.TLS)
 		if err != nil {
@@ -407,8 +408,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // maxBody bounds a JSON request: a manifest at its limit, escaped, fits.
 const maxBody = 2*api.MaxManifestBytes + 64<<10
 
+// manifestLimit is what maxBody bounds, in readJSON's refusals (formatted once,
+// not on every request).
+var manifestLimit = fmt.Sprintf("a manifest may be at most %d bytes", api.MaxManifestBytes)
+
 func readJSON(r *http.Request, v any) error {
-	return readJSONLimit(r, v, maxBody, fmt.Sprintf("a manifest may be at most %d bytes", api.MaxManifestBytes))
+	return readJSONLimit(r, v, maxBody, manifestLimit)
 }
 
 // readJSONLimit decodes a JSON body of at most limit bytes; a larger one is refused
