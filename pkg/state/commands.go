@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -50,13 +51,29 @@ const (
 	CmdNoop = "Noop"
 )
 
-// Encode builds a log entry.
+// Encode builds a log entry: the bytes json.Marshal gives for its Command. The
+// envelope is written around the body, which json.Marshal has just left compact
+// and escaped; marshalling the Command would scan and copy it a second time (a
+// facts report, the most frequent write, is mostly body).
 func Encode(typ string, now time.Time, body any) ([]byte, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("state: encode %s: %w", typ, err)
 	}
-	return json.Marshal(Command{Type: typ, Version: CommandVersion, Now: now.UTC(), Body: raw})
+	name, err := json.Marshal(typ)
+	if err != nil {
+		return nil, fmt.Errorf("state: encode %s: %w", typ, err)
+	}
+	at, err := now.UTC().MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("state: encode %s: time: %w", typ, err)
+	}
+	out := make([]byte, 0, len(raw)+len(name)+len(at)+32)
+	out = append(append(out, `{"type":`...), name...)
+	out = strconv.AppendInt(append(out, `,"v":`...), CommandVersion, 10)
+	out = append(append(out, `,"now":`...), at...)
+	out = append(append(out, `,"body":`...), raw...)
+	return append(out, '}'), nil
 }
 
 // ApplyManifest upserts the site (if present) and hosts of a manifest.
