@@ -30,28 +30,9 @@ type applier struct {
 	hostsWritten map[string]bool
 }
 
-// adopt takes what b, the applier of an all-or-nothing copy that was kept, wrote:
-// refresh and markWatch then see the hosts and steps the command changed.
-func (a *applier) adopt(b *applier) {
-	for n := range b.hostsWritten {
-		if a.hostsWritten == nil {
-			a.hostsWritten = map[string]bool{}
-		}
-		a.hostsWritten[n] = true
-	}
-	for n := range b.stepHosts {
-		if a.stepHosts == nil {
-			a.stepHosts = map[string]bool{}
-		}
-		a.stepHosts[n] = true
-	}
-	a.secrets = a.secrets || b.secrets
-}
-
-// stepsGone records that a step of host was removed (or moved away from it): its
-// agent's answer changes although no record of the host was written.
-func (a *applier) stepsGone(host string) {
-	a.t.watch[host] = a.idx
+// stepsChanged notes that a step of host was written, removed or moved away:
+// refresh and markWatch read stepHosts instead of walking every step per command.
+func (a *applier) stepsChanged(host string) {
 	if a.stepHosts == nil {
 		a.stepHosts = map[string]bool{}
 	}
@@ -72,10 +53,7 @@ func (a *applier) hostWritten(name string, h *HostRecord) {
 // through it, so stepHosts is complete.
 func (a *applier) stepWritten(r *plan.Record) {
 	r.ModifyIndex = a.idx
-	if a.stepHosts == nil {
-		a.stepHosts = map[string]bool{}
-	}
-	a.stepHosts[r.Host] = true
+	a.stepsChanged(r.Host)
 }
 
 // writeStep replaces the record with r's ID by r, stamped (stepWritten), and moves
@@ -281,7 +259,7 @@ func (a *applier) replan() error {
 		switch {
 		case ok && had && old.Host != r.Host:
 			a.t.stepSet[old.Host], a.t.stepSet[r.Host] = a.idx, a.idx
-			a.stepsGone(old.Host)
+			a.stepsChanged(old.Host)
 		case ok && !had:
 			a.t.stepSet[r.Host] = a.idx
 		case !ok && had:
@@ -290,7 +268,7 @@ func (a *applier) replan() error {
 		switch {
 		case !ok:
 			if had {
-				a.stepsGone(old.Host)
+				a.stepsChanged(old.Host)
 			}
 			a.event(EventNormal, "step/"+id, "StepRemoved", "step "+id+" is no longer needed")
 		case !had:

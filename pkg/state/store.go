@@ -281,18 +281,17 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 	switch c.Type {
 	case CmdApplyManifest, CmdDeleteHost:
 		// All or nothing: the command runs on a copy, kept only if all of it succeeded
-		// (a replan can fail after the documents were stored).
+		// (a replan can fail after the documents were stored). What a failed one
+		// noted in a is never read: dispatchTo returns before refresh and markWatch.
 		before = s.t
-		t := cloneTables(s.t)
-		b := &applier{t: t, idx: idx, now: c.Now, touched: map[string]bool{}}
+		a.t = cloneTables(s.t)
 		if c.Type == CmdApplyManifest {
-			err = decode(c, b.applyManifest)
+			err = decode(c, a.applyManifest)
 		} else {
-			err = decode(c, b.deleteHost)
+			err = decode(c, a.deleteHost)
 		}
 		if err == nil {
-			s.t, a.t = t, t
-			a.adopt(b)
+			s.t = a.t
 		}
 	case CmdCreateToken:
 		err = decode(c, a.createToken)
