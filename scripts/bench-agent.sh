@@ -5,6 +5,9 @@
 # loopback, each converging a real host.sysctl step (this machine's own value, so it
 # changes nothing) and then left idle. Prints binary sizes, RSS (now and peak) and
 # CPU (the agent and the drivers processes it waited for) per agent, and the ratio.
+# bench/gossipfill fills the gossip pool up to FILL+3 members (default 50, a site's
+# size), so each agent is probed and pinged as often as on a site: probes spread over
+# a pool's members, and among three an agent would get a third of all of them.
 # Beside them runs a pair of bench/wakefloor processes exchanging the packets an idle
 # gossip member does and nothing else: the floor this machine puts under the agent.
 # Asserts nothing.
@@ -14,6 +17,7 @@
 #   PERF=1 scripts/bench-agent.sh      also profiles this tree's agent while idle
 #   PROFILE=fast scripts/bench-agent.sh  the coordinator's timing profile (default lan,
 #                                       a site's default: fast gossips 5x as often)
+#   FILL=0 scripts/bench-agent.sh      no filler: a pool of the coordinator and the agents
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -21,6 +25,7 @@ BASE=${BASE:-bb8786e}
 IDLE=${IDLE:-130}
 TAGS=${TAGS:-ceph,pacific}
 PROFILE=${PROFILE:-lan}
+FILL=${FILL:-47}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/plinth-bench-agent.XXXXXX")
 pids=()
@@ -38,7 +43,7 @@ mkdir -p "$work/new" "$work/base"
 $GO build -o "$work/new/plinth-coordinator" ./cmd/coordinator
 $GO build -o "$work/new/plinth-agent" ./cmd/agent
 $GO build -tags "$TAGS" -o "$work/new/plinth-drivers" ./cmd/drivers
-(cd bench && $GO build -o "$work/new/wakefloor" ./wakefloor)
+(cd bench && $GO build -o "$work/new/wakefloor" ./wakefloor && $GO build -o "$work/new/gossipfill" ./gossipfill)
 git worktree add -q --detach "$work/base-src" "$BASE"
 (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-agent" ./cmd/agent)
 # A baseline after the agent/drivers split runs its own drivers program.
@@ -49,9 +54,9 @@ fi
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 C="$work/new/plinth-coordinator"
 ID="$work/admin.json"
-api=127.0.0.1:$(port) join=127.0.0.1:$(port)
+api=127.0.0.1:$(port) join=127.0.0.1:$(port) gossip=127.0.0.1:$(port)
 "$C" init --site bench --profile "$PROFILE" --admin-identity "$ID" --name c0 --data-dir "$work/c0" \
-  --api-addr "$api" --join-addr "$join" --raft-addr 127.0.0.1:$(port) --gossip-addr 127.0.0.1:$(port) >/dev/null
+  --api-addr "$api" --join-addr "$join" --raft-addr 127.0.0.1:$(port) --gossip-addr "$gossip" >/dev/null
 "$C" serve --data-dir "$work/c0" --log-level warn 2>"$work/c0.log" &
 pids+=($!)
 for _ in $(seq 100); do "$C" --identity "$ID" get hosts >/dev/null 2>&1 && break; sleep 0.2; done
@@ -87,6 +92,15 @@ pids+=($!)
 pid_floor=$!
 "$work/new/wakefloor" -listen "$fb" -peer "$fa" &
 pids+=($!)
+
+if [ "$FILL" -gt 0 ]; then
+  keyfile="$work/state-new/pki/gossip.key"
+  for _ in $(seq 100); do [ -s "$keyfile" ] && break; sleep 0.2; done
+  "$work/new/gossipfill" -n "$FILL" -key-file "$keyfile" -seed "$gossip" -bind 127.0.0.15 -profile "$PROFILE" >"$work/fill.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 300); do grep -q joined "$work/fill.log" && break; sleep 0.2; done
+  grep joined "$work/fill.log" || { echo "bench-agent: the gossip filler did not join:"; cat "$work/fill.log"; exit 1; }
+fi
 
 echo "bench-agent: waiting for both hosts' steps"
 for _ in $(seq 300); do
@@ -167,6 +181,7 @@ row "  floor's context switches" "-" "$fw" ""
 echo
 echo "Idle window ${IDLE}s after both hosts' steps succeeded; CPU counts the agent and the drivers"
 echo "processes it waited for (drift passes every 60 s). Both agents gossip (lan profile) with one"
-echo "coordinator on loopback (its profile: $PROFILE); RSS is VmRSS/VmHWM from /proc. The floor is"
-echo "bench/wakefloor: one CPU, a probe out and one in every 500 ms with their acks, a tick every"
-echo "second, no memberlist; its ratio is the agent itself over the floor."
+echo "coordinator on loopback (its profile: $PROFILE) in a pool of $((FILL + 3)) members (bench/gossipfill);"
+echo "RSS is VmRSS/VmHWM from /proc. The floor is bench/wakefloor: one CPU, a probe out and one in"
+echo "every second with their acks, a tick every second, no memberlist; its ratio is the agent"
+echo "itself over the floor."

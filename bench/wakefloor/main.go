@@ -22,7 +22,7 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "UDP address to read probes and acks on")
 	peer := flag.String("peer", "", "the other process's UDP address (required)")
-	probe := flag.Duration("probe", 500*time.Millisecond, "probe interval (the lan profile's)")
+	probe := flag.Duration("probe", time.Second, "probe interval (an agent's in the lan profile)")
 	gossip := flag.Duration("gossip", time.Second, "gossip tick (an agent's in the lan profile)")
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
