@@ -94,9 +94,7 @@ pid_floor=$!
 pids+=($!)
 
 if [ "$FILL" -gt 0 ]; then
-  keyfile="$work/state-new/pki/gossip.key"
-  for _ in $(seq 100); do [ -s "$keyfile" ] && break; sleep 0.2; done
-  "$work/new/gossipfill" -n "$FILL" -key-file "$keyfile" -seed "$gossip" -bind 127.0.0.15 -profile "$PROFILE" >"$work/fill.log" 2>&1 &
+  "$work/new/gossipfill" -n "$FILL" -state-dir "$work/state-new" -seed "$gossip" -bind 127.0.0.15 -profile "$PROFILE" >"$work/fill.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 300); do grep -q joined "$work/fill.log" && break; sleep 0.2; done
   grep joined "$work/fill.log" || { echo "bench-agent: the gossip filler did not join:"; cat "$work/fill.log"; exit 1; }

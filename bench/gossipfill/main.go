@@ -3,52 +3,55 @@
 // -seed with the pool's key. Probes are spread over the members of a pool, so an
 // agent measured among three members (a coordinator and two agents) is pinged far
 // more often than one among fifty; with the filler it is pinged as on a site of
-// that size. Their names start with "fill:", which the coordinators ignore (they
+// that size. The pool's key is the one an enrolled agent holds (-state-dir). Their names start with "fill:", which the coordinators ignore (they
 // read only "agent:<host>"). It runs until SIGTERM or interrupt.
 package main
 
 import (
 	"context"
-	"encoding/base64"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/membership"
 )
 
 func main() {
 	n := flag.Int("n", 47, "members to start")
-	keyFile := flag.String("key-file", "", "the pool's gossip key, base64 (an enrolled agent's pki/gossip.key; required)")
+	stateDir := flag.String("state-dir", "", "an enrolled agent's state directory, for the pool's gossip key (required)")
 	seed := flag.String("seed", "", "a member's gossip address to join through (required)")
 	bind := flag.String("bind", "127.0.0.1", "IP the members bind to (each on its own port)")
 	profile := flag.String("profile", membership.ProfileLAN, "timing profile")
 	flag.Parse()
-	if err := run(*n, *keyFile, *seed, *bind, *profile); err != nil {
+	if err := run(*n, *stateDir, *seed, *bind, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "gossipfill:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, keyFile, seed, bind, profile string) error {
-	if keyFile == "" || seed == "" {
-		return fmt.Errorf("-key-file and -seed are required")
-	}
-	raw, err := os.ReadFile(keyFile)
-	if err != nil {
-		return err
-	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return fmt.Errorf("key file %s: %w", keyFile, err)
+func run(n int, stateDir, seed, bind, profile string) error {
+	if stateDir == "" || seed == "" {
+		return fmt.Errorf("-state-dir and -seed are required")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// The agent saves the key once it has joined; wait for it a while.
+	deadline := time.Now().Add(30 * time.Second)
+	key, err := agent.LoadGossipKey(stateDir)
+	for ; err == nil && key == nil; key, err = agent.LoadGossipKey(stateDir) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no gossip key in %s after 30 s: has the agent joined?", stateDir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	pools := make([]*membership.Pool, 0, n)
 	defer func() {

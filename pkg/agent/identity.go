@@ -118,8 +118,9 @@ func finishRenewal(stateDir string) error {
 	return nil
 }
 
-// loadGossipKey returns the gossip key saved at join or learnt since, or nil.
-func loadGossipKey(stateDir string) ([]byte, error) {
+// LoadGossipKey returns the gossip key saved at join or learnt since, or nil when
+// there is none yet. bench/gossipfill reads it too, to join an agent's pool.
+func LoadGossipKey(stateDir string) ([]byte, error) {
 	b, err := os.ReadFile(gossipKeyPath(stateDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil

@@ -85,7 +85,7 @@ func TestIntegrationDeletedHostLeavesGossip(t *testing.T) {
 			Logger: log.With("who", name), Drivers: reg}
 		run(name, func(ctx context.Context) error { return Run(ctx, cfg) })
 	}
-	oldKey, err := loadGossipKey(stateDir["node-2"])
+	oldKey, err := LoadGossipKey(stateDir["node-2"])
 	if err != nil || len(oldKey) == 0 {
 		t.Fatalf("node-2's gossip key: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestIntegrationDeletedHostLeavesGossip(t *testing.T) {
 	}
 	var newKey []byte
 	poll.Until(t, 90*time.Second, "node-2 follows the rotation; node-1 is cut off", func() error {
-		k, err := loadGossipKey(stateDir["node-2"])
+		k, err := LoadGossipKey(stateDir["node-2"])
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func TestIntegrationDeletedHostLeavesGossip(t *testing.T) {
 		}
 		return nil
 	})
-	if k, _ := loadGossipKey(stateDir["node-1"]); !bytes.Equal(k, oldKey) {
+	if k, _ := LoadGossipKey(stateDir["node-1"]); !bytes.Equal(k, oldKey) {
 		t.Fatal("the deleted node-1 learnt the new gossip key")
 	}
 }

@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	key, err := loadGossipKey(cfg.StateDir)
+	key, err := LoadGossipKey(cfg.StateDir)
 	if err != nil {
 		return err
 	}
