@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-# Build tags: ceph links librados/librbd into the agent's Ceph driver (plinth-drivers) (needs cgo and
+# Build tags: ceph links librados/librbd into the agent's Ceph driver (plinth-drivers-ceph) (needs cgo and
 # librados-dev, librbd-dev from `make deps`); pacific selects go-ceph's Ceph 16 API.
 # TAGS= builds without Ceph support: the agent's Ceph steps then fail saying so.
 TAGS ?= ceph,pacific
@@ -19,10 +19,11 @@ BUNDLE = $(firstword $(shell ls -t dist/plinth-bundle-*.tar 2>/dev/null))
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## build bin/plinth-coordinator, bin/plinth-agent with its bin/plinth-drivers, bin/plinth-lab and the lab's bin/runc-lab
+build: ## build bin/plinth-coordinator, bin/plinth-agent with its bin/plinth-drivers and bin/plinth-drivers-ceph, bin/plinth-lab and the lab's bin/runc-lab
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-coordinator ./cmd/coordinator
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-agent ./cmd/agent
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-drivers ./cmd/drivers
+	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-drivers-ceph ./cmd/drivers-ceph
 	$(GO) build -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/plinth-lab ./cmd/lab
 	$(GO) build -o $(BIN)/runc-lab ./cmd/runc-lab
 

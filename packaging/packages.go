@@ -57,9 +57,10 @@ var packages = []pkg{
 	{
 		Name:   "plinth-agent",
 		Binary: "plinth-agent",
-		// The agent runs its steps in plinth-drivers (pkg/driverexec), so the
-		// daemon does not hold the drivers' code while the host is idle.
-		Helpers:   []string{driverexec.Binary},
+		// The agent runs its steps in plinth-drivers and plinth-drivers-ceph
+		// (pkg/driverexec), so the daemon does not hold the drivers' code while the
+		// host is idle.
+		Helpers:   driverexec.Programs(),
 		Unit:      "plinth-agent.service",
 		StateDir:  "/var/lib/plinth",
 		StartNote: "`plinth-agent join` writes the identity the unit's ConditionPathExists waits for",

@@ -41,12 +41,15 @@ func TestAgentConfigLoads(t *testing.T) {
 	}
 }
 
-// TestAgentDriversWhereItLooks: the agent package installs the drivers program
-// where the agent looks for it by default.
+// TestAgentDriversWhereItLooks: the agent package installs the drivers programs
+// where the agent looks for them by default: plinth-drivers at DefaultPath, the
+// others beside it.
 func TestAgentDriversWhereItLooks(t *testing.T) {
 	progs := lookup(t, "plinth-agent").programs()
-	if !slices.ContainsFunc(progs, func(p program) bool { return p.Name == driverexec.Binary && p.Dst == driverexec.DefaultPath }) {
-		t.Fatalf("plinth-agent installs %+v; the agent runs %s", progs, driverexec.DefaultPath)
+	for _, want := range driverexec.Beside(driverexec.DefaultPath) {
+		if !slices.ContainsFunc(progs, func(p program) bool { return p.Name == filepath.Base(want) && p.Dst == want }) {
+			t.Errorf("plinth-agent installs %+v; the agent runs %s", progs, want)
+		}
 	}
 }
 

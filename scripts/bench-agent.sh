@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Idle agent cost: this tree's plinth-agent (drivers in plinth-drivers, one process
-# per step or drift pass) next to a baseline agent built from BASE (default: the
+# Idle agent cost: this tree's plinth-agent (drivers in plinth-drivers and, for
+# Ceph's kinds, plinth-drivers-ceph: one process per step or drift pass) next to a baseline agent built from BASE (default: the
 # last commit whose agent linked every driver), both enrolled with one coordinator on
 # loopback, each converging a real host.sysctl step (this machine's own value, so it
 # changes nothing) and then left idle. Prints binary sizes, RSS (now and peak) and
@@ -43,12 +43,17 @@ mkdir -p "$work/new" "$work/base"
 $GO build -o "$work/new/plinth-coordinator" ./cmd/coordinator
 $GO build -o "$work/new/plinth-agent" ./cmd/agent
 $GO build -tags "$TAGS" -o "$work/new/plinth-drivers" ./cmd/drivers
+$GO build -tags "$TAGS" -o "$work/new/plinth-drivers-ceph" ./cmd/drivers-ceph
 (cd bench && $GO build -o "$work/new/wakefloor" ./wakefloor && $GO build -o "$work/new/gossipfill" ./gossipfill)
 git worktree add -q --detach "$work/base-src" "$BASE"
 (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-agent" ./cmd/agent)
 # A baseline after the agent/drivers split runs its own drivers program.
 if [ -d "$work/base-src/cmd/drivers" ]; then
   (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-drivers" ./cmd/drivers)
+fi
+# A baseline after the Ceph split runs Ceph's kinds in plinth-drivers-ceph.
+if [ -d "$work/base-src/cmd/drivers-ceph" ]; then
+  (cd "$work/base-src" && $GO build -tags "$TAGS" -o "$work/base/plinth-drivers-ceph" ./cmd/drivers-ceph)
 fi
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -143,16 +148,23 @@ echo
 printf '%-34s %16s %16s %8s\n' "" "baseline ($BASE)" "this tree" "ratio"
 row() { printf '%-34s %16s %16s %8s\n' "$1" "$2" "$3" "$4"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0) printf "%.2fx", b/a; else print "-"}'; }
-bs=$(stripped "$work/base/plinth-agent") ns=$(stripped "$work/new/plinth-agent") ds=$(stripped "$work/new/plinth-drivers")
+bs=$(stripped "$work/base/plinth-agent") ns=$(stripped "$work/new/plinth-agent")
 row "plinth-agent binary (stripped)" "$(mib "$bs")" "$(mib "$ns")" "$(ratio "$bs" "$ns")"
-row "plinth-drivers binary (stripped)" "-" "$(mib "$ds")" ""
+for p in plinth-drivers plinth-drivers-ceph; do
+  b=-
+  [ -f "$work/base/$p" ] && b=$(mib "$(stripped "$work/base/$p")")
+  row "$p binary (stripped)" "$b" "$(mib "$(stripped "$work/new/$p")")" ""
+done
 br=$(kib "$pid_base" VmRSS) nr=$(kib "$pid_new" VmRSS)
 row "idle RSS" "$(mib $((br * 1024)))" "$(mib $((nr * 1024)))" "$(ratio "$br" "$nr")"
 bh=$(kib "$pid_base" VmHWM) nh=$(kib "$pid_new" VmHWM)
 row "peak RSS since start" "$(mib $((bh * 1024)))" "$(mib $((nh * 1024)))" "$(ratio "$bh" "$nh")"
 # What one drivers process costs at least: a drift pass over no steps, measured as a
-# child, the mean of ten (a single run varies 2-3x on a busy machine).
-read -r dmax dcpu < <(python3 - "$work/new/plinth-drivers" "$work/state-new" <<'PY'
+# child, the mean of ten (a single run varies 2-3x on a busy machine). A host without
+# Ceph steps only ever starts plinth-drivers; a baseline before the Ceph split ran
+# every kind in its plinth-drivers.
+cost() {
+  python3 - "$1" "$2" <<'PY'
 import resource, subprocess, sys
 runs = 10
 for _ in range(runs):
@@ -160,9 +172,17 @@ for _ in range(runs):
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_maxrss, round((r.ru_utime + r.ru_stime) * 1000 / runs))
 PY
-)
-row "one drivers process: peak RSS" "-" "$(mib $((dmax * 1024)))" ""
-row "one drivers process: CPU" "-" "${dcpu} ms" ""
+}
+for p in plinth-drivers plinth-drivers-ceph; do
+  bmax=- bcpu=-
+  if [ -f "$work/base/$p" ]; then
+    read -r bmax bcpu < <(cost "$work/base/$p" "$work/state-base")
+    bmax=$(mib $((bmax * 1024))) bcpu="$bcpu ms"
+  fi
+  read -r dmax dcpu < <(cost "$work/new/$p" "$work/state-new")
+  row "one $p process: peak RSS" "$bmax" "$(mib $((dmax * 1024)))" ""
+  row "one $p process: CPU" "$bcpu" "${dcpu} ms" ""
+done
 bc=$(awk -v t=$((t1_base - t0_base)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 nc=$(awk -v t=$((t1_new - t0_new)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 row "idle CPU, % of a core (+children)" "$bc %" "$nc %" "$(ratio "$bc" "$nc")"

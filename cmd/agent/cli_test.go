@@ -19,6 +19,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
+	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/plan"
 	"github.com/plinth-dev/plinth/pkg/server"
 	"github.com/plinth-dev/plinth/pkg/wire"
@@ -88,9 +89,11 @@ func TestIntegrationCLIAgainstCoordinator(t *testing.T) {
 		t.Fatalf("join with both --token and --token-file: no error\n%s", out)
 	}
 
-	drivers := filepath.Join(dir, "bin", "plinth-drivers")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", drivers, "../drivers").CombinedOutput(); err != nil {
-		t.Fatalf("build plinth-drivers: %v\n%s", err, out)
+	drivers := filepath.Join(dir, "bin", driverexec.Binary)
+	for _, c := range []struct{ bin, src string }{{drivers, "../drivers"}, {filepath.Join(dir, "bin", driverexec.CephBinary), "../drivers-ceph"}} {
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", c.bin, c.src).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", c.bin, err, out)
+		}
 	}
 	if out, err := execute(ctx, "run", "--state-dir", stateDir, "--drivers", filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("run without its drivers program: %v\n%s", err, out)

@@ -78,7 +78,7 @@ otherwise (its drivers, in their own processes, are not limited).`,
 			if cephConf != "" {
 				args = append(args, "--ceph-conf", cephConf)
 			}
-			drivers, err := driverexec.New(cmd.Context(), driversPath, args, nil)
+			drivers, err := driverexec.New(cmd.Context(), driverexec.Beside(driversPath), args, nil)
 			if err != nil {
 				return err
 			}
@@ -104,7 +104,7 @@ otherwise (its drivers, in their own processes, are not limited).`,
 	f.StringVar(&gossipAddr, "gossip-addr", "", fmt.Sprintf("ip:port to gossip on (default: this host's IP towards the coordinators, port %d)", agent.DefaultGossipPort))
 	f.StringVar(&profile, "gossip-profile", "lan", "gossip timing: lan, or fast for labs and tests")
 	f.DurationVar(&factsInterval, "facts-interval", agent.DefaultFactsInterval, "how often host facts are gathered (posted only when they change)")
-	f.StringVar(&driversPath, "drivers", driverexec.Locate(), "the drivers program steps run in")
+	f.StringVar(&driversPath, "drivers", driverexec.Locate(), "the drivers program steps run in (Ceph's run in "+driverexec.CephBinary+" beside it)")
 	f.StringVar(&ovsRunDir, "ovs-rundir", "", "Open vSwitch run directory for OVS steps (default: $OVS_RUNDIR, else the drivers' /var/run/openvswitch)")
 	f.StringVar(&cephConf, "ceph-conf", "", "ceph.conf for Ceph steps whose manifest names no configFile or monitors (default: the drivers' /etc/ceph/ceph.conf)")
 	f.StringVar(&hostProfile, "host-profile", "", "what this kind of machine forces on the software Plinth runs ("+strings.Join(hostprofile.Names(), ", ")+"; none on real hosts)")

@@ -1,10 +1,16 @@
-// Package driverexec runs the agent's drivers in a separate process, plinth-drivers,
-// started for each step run and each drift pass and gone when it is done.
+// Package driverexec runs the agent's drivers in separate processes, started for
+// each step run and each drift pass and gone when they are done.
 //
 // Why: the drivers link Kubernetes (client-go), containerd, OVS and Ceph code — most
 // of a 110 MB binary whose pages and initialised state the long-running agent would
 // otherwise hold on every host, all the time. The agent itself links only this
 // package's protocol and pkg/driver's contract, so it idles at a fraction of that.
+//
+// The drivers live in two programs: plinth-drivers runs every kind but Ceph's, and
+// plinth-drivers-ceph runs Ceph's (pkg/stepkind says which runs what). Only the
+// second links librados and librbd, whose C++ start-up costs a process about as much
+// CPU as all the Go drivers together and a third more memory; most hosts run no Ceph
+// step, so their step runs and drift passes never load it.
 //
 // The protocol is one JSON request on the child's stdin and one JSON reply on its
 // stdout; the child's log goes to the agent's stderr (the journal). Inputs carry
@@ -34,12 +40,28 @@ import (
 // binary that speaks another (a half-upgraded host).
 const Protocol = 1
 
-// Binary is the drivers program's file name; DefaultPath is where the plinth-agent
-// package installs it.
+// Binary and CephBinary are the drivers programs' file names; DefaultDir is where
+// the plinth-agent package installs both, DefaultPath the first.
 const (
 	Binary      = "plinth-drivers"
-	DefaultPath = "/usr/libexec/plinth/" + Binary
+	CephBinary  = "plinth-drivers-ceph"
+	DefaultDir  = "/usr/libexec/plinth"
+	DefaultPath = DefaultDir + "/" + Binary
 )
+
+// Programs are the drivers programs' file names, plinth-drivers first.
+func Programs() []string { return []string{Binary, CephBinary} }
+
+// Beside returns the path of every drivers program, given plinth-drivers' path: the
+// others are installed in the same directory.
+func Beside(path string) []string {
+	dir := filepath.Dir(path)
+	out := []string{path}
+	for _, name := range Programs()[1:] {
+		out = append(out, filepath.Join(dir, name))
+	}
+	return out
+}
 
 // The operations, the drivers program's subcommands.
 const (
@@ -73,8 +95,8 @@ type Hello struct {
 // stopGrace is how long a cancelled child has, after SIGTERM, before SIGKILL.
 const stopGrace = 10 * time.Second
 
-// Locate finds the drivers program: next to the running executable (a build tree's
-// bin/), else DefaultPath.
+// Locate finds plinth-drivers (the other programs are beside it, see Beside): next
+// to the running executable (a build tree's bin/), else DefaultPath.
 func Locate() string {
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), Binary)
@@ -85,65 +107,119 @@ func Locate() string {
 	return DefaultPath
 }
 
-// Process is the driver.Executor that runs each call in a new drivers process.
+// Process is the driver.Executor that runs each call in a new process of the
+// program that runs the call's kind.
 type Process struct {
+	progs  []*program
+	byKind map[string]*program
+	kinds  []string
+}
+
+// program is one drivers program and what it said at hello.
+type program struct {
 	path  string
 	args  []string
 	log   io.Writer
 	hello Hello
 }
 
-// New says hello to the drivers program at path (args are its global flags, given
-// before the operation; log receives its stderr) and returns the executor for the
-// kinds it runs. It fails if the program is missing or speaks another protocol.
-func New(ctx context.Context, path string, args []string, log io.Writer) (*Process, error) {
+// New says hello to the drivers programs at paths (args are their global flags,
+// given before the operation; log receives their stderr) and returns the executor
+// for the kinds they run. It fails if a program is missing, speaks another protocol,
+// or runs a kind another one runs too.
+func New(ctx context.Context, paths []string, args []string, log io.Writer) (*Process, error) {
 	if log == nil {
 		log = os.Stderr
 	}
-	p := &Process{path: path, args: slices.Clone(args), log: log}
-	if err := p.call(ctx, OpHello, nil, &p.hello); err != nil {
-		return nil, err
+	if len(paths) == 0 {
+		return nil, errors.New("drivers: no drivers program given")
 	}
-	if p.hello.Protocol != Protocol {
-		return nil, fmt.Errorf("drivers: %s speaks protocol %d, this agent %d: install plinth-agent again so both come from one package", path, p.hello.Protocol, Protocol)
+	p := &Process{byKind: map[string]*program{}}
+	for _, path := range paths {
+		g := &program{path: path, args: slices.Clone(args), log: log}
+		if err := g.call(ctx, OpHello, nil, &g.hello); err != nil {
+			return nil, err
+		}
+		if g.hello.Protocol != Protocol {
+			return nil, fmt.Errorf("drivers: %s speaks protocol %d, this agent %d: install plinth-agent again so both come from one package", path, g.hello.Protocol, Protocol)
+		}
+		for _, k := range g.hello.Kinds {
+			if other, ok := p.byKind[k]; ok {
+				return nil, fmt.Errorf("drivers: %s and %s both run %s: install plinth-agent again so both come from one package", other.path, path, k)
+			}
+			p.byKind[k] = g
+			p.kinds = append(p.kinds, k)
+		}
+		p.progs = append(p.progs, g)
 	}
-	slices.Sort(p.hello.Kinds)
+	slices.Sort(p.kinds)
 	return p, nil
 }
 
-// Hello is what the drivers program said at New.
-func (p *Process) Hello() Hello { return p.hello }
+// Hellos is what each program said at New, in the order of New's paths.
+func (p *Process) Hellos() []Hello {
+	out := make([]Hello, len(p.progs))
+	for i, g := range p.progs {
+		out[i] = g.hello
+	}
+	return out
+}
 
 // Kinds implements driver.Executor.
-func (p *Process) Kinds() []string { return slices.Clone(p.hello.Kinds) }
+func (p *Process) Kinds() []string { return slices.Clone(p.kinds) }
 
 // Run implements driver.Executor: a process that fails before answering is a
 // retryable failure of the step, with the end of what it wrote to stderr.
 func (p *Process) Run(ctx context.Context, kind string, inputs json.RawMessage) driver.Result {
-	if !slices.Contains(p.hello.Kinds, kind) {
+	g, ok := p.byKind[kind]
+	if !ok {
 		return driver.Result{Error: driver.NoDriver(kind)}
 	}
 	var res driver.Result
-	if err := p.call(ctx, OpRun, RunRequest{Kind: kind, Inputs: inputs}, &res); err != nil {
+	if err := g.call(ctx, OpRun, RunRequest{Kind: kind, Inputs: inputs}, &res); err != nil {
 		return driver.Result{Error: fmt.Sprintf("%s: %v", kind, err), Retryable: true}
 	}
 	return res
 }
 
-// Check implements driver.Executor with one process for every probe.
+// Check implements driver.Executor with one process per program that runs some of
+// the probes' kinds (none for a probe no program runs: its finding says so).
 func (p *Process) Check(ctx context.Context, probes []driver.Probe) ([]driver.Finding, error) {
-	var rep CheckReply
-	if err := p.call(ctx, OpCheck, CheckRequest{Probes: probes}, &rep); err != nil {
-		return nil, err
+	out := make([]driver.Finding, len(probes))
+	idx := map[*program][]int{}
+	for i, pr := range probes {
+		g, ok := p.byKind[pr.Kind]
+		if !ok {
+			out[i] = driver.Finding{Error: driver.NoDriver(pr.Kind)}
+			continue
+		}
+		idx[g] = append(idx[g], i)
 	}
-	if len(rep.Findings) != len(probes) {
-		return nil, fmt.Errorf("drivers: %d findings for %d probes", len(rep.Findings), len(probes))
+	for _, g := range p.progs {
+		is := idx[g]
+		if len(is) == 0 {
+			continue
+		}
+		req := CheckRequest{Probes: make([]driver.Probe, len(is))}
+		for j, i := range is {
+			req.Probes[j] = probes[i]
+		}
+		var rep CheckReply
+		if err := g.call(ctx, OpCheck, req, &rep); err != nil {
+			return nil, err
+		}
+		if len(rep.Findings) != len(is) {
+			return nil, fmt.Errorf("drivers: %s: %d findings for %d probes", filepath.Base(g.path), len(rep.Findings), len(is))
+		}
+		for j, i := range is {
+			out[i] = rep.Findings[j]
+		}
 	}
-	return rep.Findings, nil
+	return out, nil
 }
 
 // call runs one operation: req (JSON) on stdin, the reply decoded from stdout.
-func (p *Process) call(ctx context.Context, op string, req, reply any) error {
+func (p *program) call(ctx context.Context, op string, req, reply any) error {
 	var stdin io.Reader
 	if req != nil {
 		b, err := json.Marshal(req)

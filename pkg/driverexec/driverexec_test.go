@@ -1,6 +1,7 @@
 package driverexec
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +46,20 @@ func child(mode string) int {
 			time.Sleep(time.Minute)
 			return 3
 		}
+	case "two":
+		// Two programs, told apart by name as the agent's are: the second runs
+		// test.ceph. Each says on stderr which operation it served.
+		name := filepath.Base(os.Args[0])
+		fmt.Fprintf(os.Stderr, "served %s by %s\n", op, name)
+		if name == CephBinary {
+			return serve(ctx, op, fileDriver{kind: "test.ceph"})
+		}
 	}
-	reg, err := driver.NewRegistry(fileDriver{})
+	return serve(ctx, op, fileDriver{})
+}
+
+func serve(ctx context.Context, op string, d fileDriver) int {
+	reg, err := driver.NewRegistry(d)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -57,15 +71,16 @@ func child(mode string) int {
 	return 0
 }
 
-// fileDriver is a real driver of a tiny kind: test.file makes a file hold a text.
-type fileDriver struct{}
-
 type fileInputs struct {
 	Path string `json:"path"`
 	Text string `json:"text"`
 }
 
-func (fileDriver) Kind() string { return "test.file" }
+// fileDriver is a real driver of a tiny kind: test.file (or kind) makes a file hold
+// a text.
+type fileDriver struct{ kind string }
+
+func (d fileDriver) Kind() string { return cmp.Or(d.kind, "test.file") }
 
 func (fileDriver) Diff(_ context.Context, raw json.RawMessage) ([]driver.Change, error) {
 	var in fileInputs
@@ -92,7 +107,7 @@ func start(t *testing.T, mode string) (*Process, *strings.Builder) {
 		t.Fatal(err)
 	}
 	var log strings.Builder
-	p, err := New(context.Background(), exe, []string{"-test.run=^$"}, &log)
+	p, err := New(context.Background(), []string{exe}, []string{"-test.run=^$"}, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +118,8 @@ func start(t *testing.T, mode string) (*Process, *strings.Builder) {
 // exactly as the in-process registry would.
 func TestRunAndCheckInAProcess(t *testing.T) {
 	p, _ := start(t, "serve")
-	if got := p.Kinds(); len(got) != 1 || got[0] != "test.file" || p.Hello().Version != "test" {
-		t.Fatalf("hello: %+v", p.Hello())
+	if got := p.Kinds(); len(got) != 1 || got[0] != "test.file" || p.Hellos()[0].Version != "test" {
+		t.Fatalf("hello: %+v", p.Hellos())
 	}
 	path := filepath.Join(t.TempDir(), "motd")
 	in, _ := json.Marshal(fileInputs{Path: path, Text: "hello"})
@@ -163,12 +178,83 @@ func TestCrashedProcessFailsTheStep(t *testing.T) {
 func TestRefusesWrongOrMissingProgram(t *testing.T) {
 	t.Setenv(childEnv, "old")
 	exe, _ := os.Executable()
-	if _, err := New(context.Background(), exe, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "protocol 0") {
+	if _, err := New(context.Background(), []string{exe}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "protocol 0") {
 		t.Fatalf("old protocol: %v", err)
 	}
-	missing := filepath.Join(t.TempDir(), Binary)
-	if _, err := New(context.Background(), missing, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), missing) {
+	t.Setenv(childEnv, "serve")
+	dir := t.TempDir()
+	if err := os.Symlink(exe, filepath.Join(dir, Binary)); err != nil {
+		t.Fatal(err)
+	}
+	// plinth-drivers is there, plinth-drivers-ceph beside it is not.
+	missing := filepath.Join(dir, CephBinary)
+	if _, err := New(context.Background(), Beside(filepath.Join(dir, Binary)), nil, io.Discard); err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("missing: %v", err)
+	}
+	// Two programs that both run test.file: which one a step would run in is unclear.
+	if err := os.Symlink(exe, missing); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), Beside(filepath.Join(dir, Binary)), nil, io.Discard); err == nil || !strings.Contains(err.Error(), "both run test.file") {
+		t.Fatalf("two programs for one kind: %v", err)
+	}
+	if _, err := New(context.Background(), nil, nil, io.Discard); err == nil {
+		t.Fatal("no program: no error")
+	}
+}
+
+// With two programs, each step runs in the program that runs its kind, and a drift
+// check starts one process per program that has probes, keeping the findings in the
+// probes' order.
+func TestRoutesKindsToTheirProgram(t *testing.T) {
+	t.Setenv(childEnv, "two")
+	exe, _ := os.Executable()
+	dir := t.TempDir()
+	for _, name := range Programs() {
+		if err := os.Symlink(exe, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log strings.Builder
+	p, err := New(context.Background(), Beside(filepath.Join(dir, Binary)), []string{"-test.run=^$"}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Kinds(); !slices.Equal(got, []string{"test.ceph", "test.file"}) {
+		t.Fatalf("kinds %v", got)
+	}
+	ctx := context.Background()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	inA, _ := json.Marshal(fileInputs{Path: a, Text: "A"})
+	inB, _ := json.Marshal(fileInputs{Path: b, Text: "B"})
+	log.Reset()
+	if res := p.Run(ctx, "test.ceph", inB); !res.OK() || len(res.Changes) != 1 {
+		t.Fatalf("run: %+v", res)
+	}
+	if got := log.String(); got != "served run by "+CephBinary+"\n" {
+		t.Fatalf("run served by %q", got)
+	}
+	log.Reset()
+	f, err := p.Check(ctx, []driver.Probe{{Kind: "test.file", Inputs: inA}, {Kind: "no.such", Inputs: inA}, {Kind: "test.ceph", Inputs: inB}, {Kind: "test.file", Inputs: inB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != 4 || len(f[0].Changes) != 1 || !strings.Contains(f[1].Error, "no driver for kind no.such") || len(f[2].Changes) != 0 || f[2].Error != "" || len(f[3].Changes) != 0 {
+		t.Fatalf("findings: %+v", f)
+	}
+	if got := strings.Count(log.String(), "served check by "); got != 2 {
+		t.Fatalf("a check over both programs started %d processes:\n%s", got, log.String())
+	}
+	log.Reset()
+	if _, err := p.Check(ctx, []driver.Probe{{Kind: "test.file", Inputs: inA}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String(); got != "served check by "+Binary+"\n" {
+		t.Fatalf("a check of plinth-drivers' kinds only was served by %q", got)
+	}
+	log.Reset()
+	if f, err := p.Check(ctx, []driver.Probe{{Kind: "no.such"}}); err != nil || len(f) != 1 || f[0].Error == "" || log.Len() != 0 {
+		t.Fatalf("a check no program runs: %+v, %v, log %q", f, err, log.String())
 	}
 }
 

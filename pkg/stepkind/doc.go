@@ -20,7 +20,7 @@ func Markdown() []byte {
 Every step a host runs has one of these kinds; its ID is ` + "`<host>/<kind>[/<object>]`" + `.
 The planner renders the inputs (the contract type, from the area's
 ` + "`pkg/<area>/<area>spec`" + ` package), the agent's driver for the kind runs them
-(observe, diff, apply, verify). ` + "`plinth-coordinator get kinds`" + ` prints the same table
+(observe, diff, apply, verify) in the drivers program the last column names. ` + "`plinth-coordinator get kinds`" + ` prints the same table
 and ` + "`plinth-coordinator describe kind KIND`" + ` one row.
 
 | kind | area | inputs | what it does | waits for | the host must offer | driver |
@@ -31,8 +31,8 @@ and ` + "`plinth-coordinator describe kind KIND`" + ` one row.
 		if k.PerObject != "" {
 			name = "`" + k.Name + "/<" + k.PerObject + ">`"
 		}
-		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | %s | `%s` %s |\n",
-			name, k.Area, k.InputsType(), cell(k.Does), cell(k.WaitsFor), cell(k.Needs), k.DriverPackage, k.Constructor)
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | %s | `%s` %s, in %s |\n",
+			name, k.Area, k.InputsType(), cell(k.Does), cell(k.WaitsFor), cell(k.Needs), k.DriverPackage, k.Constructor, k.RunsIn())
 	}
 	return b.Bytes()
 }

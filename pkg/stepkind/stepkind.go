@@ -5,8 +5,8 @@
 //
 // Everything that lists or checks step kinds reads this table: the planner refuses
 // to render a kind it does not hold or inputs of another type (plan.NewStep), the
-// agent refuses to start unless its drivers and the table name the same kinds
-// (Check), `plinth-coordinator get kinds` prints it and docs/steps.md is generated
+// drivers programs refuse to start unless their drivers and the table name the same
+// kinds (Check), `plinth-coordinator get kinds` prints it and docs/steps.md is generated
 // from it. It holds names, types and words only — never a driver — because the
 // planner runs inside the coordinator's Raft FSM and must not link one
 // (TestPlannerLinksNoDriver covers this package through pkg/plan).
@@ -15,6 +15,7 @@ package stepkind
 //go:generate go run ./gen -o ../../docs/steps.md
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
+	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/host/hostspec"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
@@ -55,7 +57,14 @@ type Kind struct {
 	// (cmd/drivers/drivers.go registers it; its test checks the package).
 	DriverPackage string `json:"driverPackage"`
 	Constructor   string `json:"constructor"`
+	// Program is the drivers program that runs the kind (pkg/driverexec); empty
+	// means plinth-drivers. Ceph's run in plinth-drivers-ceph, which alone links
+	// librados, so hosts without Ceph steps never load it.
+	Program string `json:"program,omitempty"`
 }
+
+// RunsIn is the drivers program that runs the kind.
+func (k Kind) RunsIn() string { return cmp.Or(k.Program, driverexec.Binary) }
 
 // InputsType is the contract type's name as Go spells it: hostspec.NetworkInputs.
 func (k Kind) InputsType() string { return k.Inputs.String() }
@@ -122,22 +131,22 @@ var kinds = []Kind{
 	{
 		Name: cephspec.KindHealth, Area: "ceph", Inputs: typeOf[cephspec.HealthInputs](),
 		Does:          "waits until the Ceph cluster answers as admin without HEALTH_ERR or down OSDs; outputs its fsid and monitors",
-		Needs:         "an agent built with -tags ceph,pacific (librados); ceph.conf and the admin keyring",
-		DriverPackage: "pkg/ceph", Constructor: "Client.Drivers",
+		Needs:         "plinth-drivers-ceph built with -tags ceph,pacific (librados); ceph.conf and the admin keyring",
+		DriverPackage: "pkg/ceph", Constructor: "Client.Drivers", Program: driverexec.CephBinary,
 	},
 	{
 		Name: cephspec.KindPool, Area: "ceph", Inputs: typeOf[cephspec.PoolInputs](), PerObject: "pool",
 		Does:          "creates or updates one pool (size, PG count, application), or deletes it when asked",
 		WaitsFor:      cephspec.KindHealth,
 		Needs:         "as ceph.health",
-		DriverPackage: "pkg/ceph", Constructor: "Client.Drivers",
+		DriverPackage: "pkg/ceph", Constructor: "Client.Drivers", Program: driverexec.CephBinary,
 	},
 	{
 		Name: cephspec.KindUser, Area: "ceph", Inputs: typeOf[cephspec.UserInputs](), PerObject: "user",
 		Does:          "creates or updates one cephx user and its caps; its key is an output",
 		WaitsFor:      "the ceph.pool steps of the pools it names (every pool with raw caps), else ceph.health",
 		Needs:         "as ceph.health",
-		DriverPackage: "pkg/ceph", Constructor: "Client.Drivers",
+		DriverPackage: "pkg/ceph", Constructor: "Client.Drivers", Program: driverexec.CephBinary,
 	},
 	{
 		Name: kubespec.KindBinaries, Area: "kubernetes", Inputs: typeOf[kubespec.BinariesInputs](),
@@ -228,17 +237,18 @@ func Lookup(name string) (Kind, bool) {
 	return kinds[i], true
 }
 
-// Check compares the kinds a driver registry holds with the table: every kind needs a
-// driver and every driver a kind. The error names what is missing on either side.
-func Check(drivers []string) error {
+// Check compares the kinds a drivers program's registry holds with the table's kinds
+// that program runs: each needs a driver and each driver such a kind. The error names
+// what is missing on either side.
+func Check(program string, drivers []string) error {
 	var missing, extra []string
 	for _, k := range kinds {
-		if !slices.Contains(drivers, k.Name) {
+		if k.RunsIn() == program && !slices.Contains(drivers, k.Name) {
 			missing = append(missing, k.Name)
 		}
 	}
 	for _, d := range drivers {
-		if _, ok := Lookup(d); !ok {
+		if k, ok := Lookup(d); !ok || k.RunsIn() != program {
 			extra = append(extra, d)
 		}
 	}
@@ -247,10 +257,10 @@ func Check(drivers []string) error {
 		problems = append(problems, "no driver for "+strings.Join(missing, ", "))
 	}
 	if len(extra) > 0 {
-		problems = append(problems, "drivers for kinds the table does not hold: "+strings.Join(extra, ", "))
+		problems = append(problems, "drivers for kinds the table does not give "+program+": "+strings.Join(extra, ", "))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("stepkind: %s (register drivers in cmd/agent/drivers.go, kinds in pkg/stepkind)", strings.Join(problems, "; "))
+		return fmt.Errorf("stepkind: %s: %s (register drivers in cmd/drivers or cmd/drivers-ceph, kinds in pkg/stepkind)", program, strings.Join(problems, "; "))
 	}
 	return nil
 }

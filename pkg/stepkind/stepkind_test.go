@@ -3,11 +3,15 @@ package stepkind
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/plinth-dev/plinth/pkg/driverexec"
 )
 
 // TestDocIsCurrent fails when docs/steps.md differs from the table.
@@ -45,13 +49,28 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// TestCheck: each program is checked against its own kinds; together the programs
+// run every kind once.
 func TestCheck(t *testing.T) {
-	if err := Check(Names()); err != nil {
-		t.Fatal(err)
+	byProgram := map[string][]string{}
+	for _, k := range All() {
+		byProgram[k.RunsIn()] = append(byProgram[k.RunsIn()], k.Name)
 	}
-	err := Check(append(Names()[1:], "host.teleport"))
-	if err == nil || !strings.Contains(err.Error(), "no driver for host.network") || !strings.Contains(err.Error(), "host.teleport") {
-		t.Fatalf("Check = %v, want both the missing and the extra kind named", err)
+	if got := slices.Sorted(maps.Keys(byProgram)); !slices.Equal(got, slices.Sorted(slices.Values(driverexec.Programs()))) {
+		t.Fatalf("the table's kinds run in %v; the drivers programs are %v", got, driverexec.Programs())
+	}
+	if ceph := byProgram[driverexec.CephBinary]; !slices.Contains(ceph, "ceph.pool") || slices.Contains(ceph, "host.network") {
+		t.Fatalf("%s runs %v", driverexec.CephBinary, ceph)
+	}
+	for prog, names := range byProgram {
+		if err := Check(prog, names); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := byProgram[driverexec.Binary]
+	err := Check(driverexec.Binary, append(plain[1:], "host.teleport", "ceph.pool"))
+	if err == nil || !strings.Contains(err.Error(), "no driver for host.network") || !strings.Contains(err.Error(), "host.teleport") || !strings.Contains(err.Error(), "ceph.pool") {
+		t.Fatalf("Check = %v, want the missing kind, the unknown one and the other program's named", err)
 	}
 }
 
@@ -79,7 +98,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["inputs"] != "cephspec.PoolInputs" || m["name"] != "ceph.pool" || m["perObject"] != "pool" {
+	if m["inputs"] != "cephspec.PoolInputs" || m["name"] != "ceph.pool" || m["perObject"] != "pool" || m["program"] != driverexec.CephBinary {
 		t.Errorf("JSON = %s", b)
 	}
 }
