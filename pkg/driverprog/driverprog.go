@@ -18,7 +18,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
@@ -45,7 +44,9 @@ type Build func(Options) map[string]driver.Driver
 // check): the request on stdin, the reply on stdout, the log on stderr.
 func Main(ctx context.Context, program, version string, args []string, stdin io.Reader, stdout io.Writer, build Build) error {
 	fs := pflag.NewFlagSet(program, pflag.ContinueOnError)
-	stateDir := fs.String("state-dir", agent.DefaultStateDir, "the agent's state directory (driver state lives in its drivers/)")
+	// No default: plinth-agent always passes its own, and this package does not
+	// link the agent's (pkg/agent) to know it.
+	stateDir := fs.String("state-dir", "", "the agent's state directory, where driver state lives in drivers/ (required)")
 	hostProfile := fs.String("host-profile", "", "what this kind of machine forces on the software Plinth runs ("+strings.Join(hostprofile.Names(), ", ")+"; none on real hosts)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	ovsRunDir := fs.String("ovs-rundir", "", "Open vSwitch run directory: db.sock, ovs-vswitchd's control socket (default $OVS_RUNDIR, else /var/run/openvswitch)")
@@ -60,6 +61,10 @@ func Main(ctx context.Context, program, version string, args []string, stdin io.
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return fmt.Errorf("want one operation (%s, %s or %s), got %d arguments", driverexec.OpHello, driverexec.OpRun, driverexec.OpCheck, fs.NArg())
+	}
+	if *stateDir == "" {
+		fs.Usage()
+		return errors.New("--state-dir is required: the agent's state directory")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
