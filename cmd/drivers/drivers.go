@@ -37,7 +37,7 @@ func drivers(o driverprog.Options) map[string]driver.Driver {
 		hostspec.KindSysctl:           host.NewSysctlDriver(dir, host.WithLogger(o.Log), reach),
 		hostspec.KindHugepages:        host.NewHugepagesDriver(dir, host.WithLogger(o.Log)),
 		containerdspec.KindConfig:     containerd.NewConfigDriver(dir, ctrd...),
-		containerdspec.KindImport:     containerd.NewImportDriver(ctrd...),
+		containerdspec.KindImport:     containerd.NewImportDriver(dir, ctrd...),
 		ovsspec.KindDPDK:              ovsDPDK,
 		ovsspec.KindBridges:           ovsBridges,
 		kubespec.KindBinaries:         kubeinstall.NewBinariesDriver(dir, bundle.DefaultRoot, kube...),

@@ -10,45 +10,39 @@ import (
 	"io"
 	"os"
 	"path"
+	"log/slog"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 
 	"github.com/distribution/reference"
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/filememo"
 )
 
 // archiveInfo is what Diff needs to know about one archive file.
 type archiveInfo struct {
-	digest string   // sha256:<hex> of the whole file
-	names  []string // image names containerd will give its images
+	Digest string   `json:"digest"` // sha256:<hex> of the whole file
+	Names  []string `json:"names"`  // image names containerd will give its images
 }
 
 // archiveCache remembers archiveInfo per file version, so drift checks do not hash
-// gigabytes every minute. A file version is its inode, size and change time.
+// gigabytes every minute: on disk in the driver's state (pkg/filememo), since each
+// drift pass is a new process. The zero value remembers in memory only.
 type archiveCache struct {
-	mu sync.Mutex
-	m  map[string]cachedArchive
+	mu        sync.Mutex
+	memo      *filememo.Memo[archiveInfo]
+	log       *slog.Logger
+	inspected atomic.Int64 // archives read, for tests
 }
 
-type cachedArchive struct {
-	id   fileID
-	info archiveInfo
-}
-
-type fileID struct {
-	dev, ino     uint64
-	size         int64
-	ctime, mtime int64
-}
-
-func statID(fi os.FileInfo) fileID {
-	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.dev, id.ino = uint64(st.Dev), st.Ino
-		id.ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
+func (c *archiveCache) m() *filememo.Memo[archiveInfo] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.memo == nil {
+		c.memo = filememo.New[archiveInfo]("")
 	}
-	return id
+	return c.memo
 }
 
 // inspect returns path's digest and image names, from the cache when the file is
@@ -66,32 +60,27 @@ func (c *archiveCache) inspect(path string) (archiveInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return archiveInfo{}, driver.Permanent(fmt.Errorf("containerd: archive %s is not a regular file", path))
 	}
-	id := statID(fi)
-	c.mu.Lock()
-	hit, ok := c.m[path]
-	c.mu.Unlock()
-	if ok && hit.id == id {
-		return hit.info, nil
+	v := filememo.VersionOf(fi)
+	if info, ok := c.m().Get(path, v); ok {
+		return info, nil
 	}
+	c.inspected.Add(1)
 	var info archiveInfo
-	if info.digest, err = fileDigest(f); err != nil {
+	if info.Digest, err = fileDigest(f); err != nil {
 		return archiveInfo{}, fmt.Errorf("containerd: hash %s: %w", path, err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return archiveInfo{}, fmt.Errorf("containerd: archive %s: %w", path, err)
 	}
-	if info.names, err = imageNames(f); err != nil {
+	if info.Names, err = imageNames(f); err != nil {
 		return archiveInfo{}, fmt.Errorf("containerd: archive %s: %w", path, err)
 	}
-	if len(info.names) == 0 {
+	if len(info.Names) == 0 {
 		return archiveInfo{}, driver.Permanent(fmt.Errorf("containerd: archive %s names no images; save it with tags (docker save NAME:TAG, ctr export)", path))
 	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]cachedArchive{}
+	if err := c.m().Put(path, v, info); err != nil && c.log != nil {
+		c.log.Warn("containerd: archive digests not remembered; the next check reads the archives again", "err", err)
 	}
-	c.m[path] = cachedArchive{id: id, info: info}
-	c.mu.Unlock()
 	return info, nil
 }
 

@@ -22,16 +22,16 @@ func TestImageNamesDockerArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(info.names)
+	slices.Sort(info.Names)
 	// Short names are normalized the way containerd's importer does.
 	want := []string{"docker.io/library/busybox:1", "registry.local/plinth/a:1"}
-	if !slices.Equal(info.names, want) {
-		t.Fatalf("names = %v, want %v", info.names, want)
+	if !slices.Equal(info.Names, want) {
+		t.Fatalf("names = %v, want %v", info.Names, want)
 	}
 	f, _ := os.Open(p)
 	defer f.Close()
-	if d, _ := fileDigest(f); d != info.digest {
-		t.Fatalf("digest = %s, want %s", info.digest, d)
+	if d, _ := fileDigest(f); d != info.Digest {
+		t.Fatalf("digest = %s, want %s", info.Digest, d)
 	}
 }
 
@@ -62,8 +62,8 @@ func TestImageNamesOCIArchive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(info.names, tt.want) {
-				t.Fatalf("case %d: names = %v, want %v", i, info.names, tt.want)
+			if !slices.Equal(info.Names, tt.want) {
+				t.Fatalf("case %d: names = %v, want %v", i, info.Names, tt.want)
 			}
 		})
 	}
@@ -82,7 +82,7 @@ func TestArchiveCacheSeesNewContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.digest == second.digest {
+	if first.Digest == second.Digest {
 		t.Fatal("rewritten archive kept its cached digest")
 	}
 }

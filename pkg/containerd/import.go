@@ -23,6 +23,7 @@ import (
 	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/filememo"
 )
 
 // Labels set on every image an archive provided. An image is in sync when it carries
@@ -43,11 +44,20 @@ type ImportDriver struct {
 
 var _ driver.Driver = (*ImportDriver)(nil)
 
-// NewImportDriver returns a driver that imports through containerd's socket (Paths.Address).
-func NewImportDriver(opts ...Option) *ImportDriver {
+// NewImportDriver returns a driver that imports through containerd's socket
+// (Paths.Address) and remembers the archives' digests in stateDir ("" in memory).
+func NewImportDriver(stateDir string, opts ...Option) *ImportDriver {
 	o := newOptions(opts)
-	return &ImportDriver{address: o.paths.Address, bundleRoot: o.bundleRoot, log: o.log}
+	d := &ImportDriver{address: o.paths.Address, bundleRoot: o.bundleRoot, log: o.log}
+	d.cache.log = o.log
+	if stateDir != "" {
+		d.cache.memo = filememo.New[archiveInfo](filepath.Join(stateDir, archivesFile))
+	}
+	return d
 }
+
+// archivesFile is where the driver keeps the archives' digests, in its state dir.
+const archivesFile = "images.import.archives.json"
 
 // Kind implements driver.Driver.
 func (d *ImportDriver) Kind() string { return containerdspec.KindImport }
@@ -68,11 +78,11 @@ func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 		if infos[i], err = d.cache.inspect(a.Path); err != nil {
 			return nil, err
 		}
-		if a.Digest != "" && infos[i].digest != a.Digest {
-			return nil, fmt.Errorf("containerd: archive %s has digest %s, want %s (wrong file, or still being copied)", a.Path, infos[i].digest, a.Digest)
+		if a.Digest != "" && infos[i].Digest != a.Digest {
+			return nil, fmt.Errorf("containerd: archive %s has digest %s, want %s (wrong file, or still being copied)", a.Path, infos[i].Digest, a.Digest)
 		}
-		for _, n := range infos[i].names {
-			providers[n] = append(providers[n], infos[i].digest)
+		for _, n := range infos[i].Names {
+			providers[n] = append(providers[n], infos[i].Digest)
 		}
 	}
 	c, err := d.dial()
@@ -87,14 +97,14 @@ func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 	defer conn.Close()
 	var changes []driver.Change
 	for i, a := range in.Archives {
-		reasons, err := d.check(ctx, c, conn, infos[i].names, providers, in.Snapshotter)
+		reasons, err := d.check(ctx, c, conn, infos[i].Names, providers, in.Snapshotter)
 		if err != nil {
 			return nil, err
 		}
 		if len(reasons) > 0 {
 			changes = append(changes, driver.Change{
 				Summary: fmt.Sprintf("import %s: %s", a.Path, shortList(reasons, 3)),
-				Apply:   d.importer(a.Path, infos[i].digest, in.Snapshotter),
+				Apply:   d.importer(a.Path, infos[i].Digest, in.Snapshotter),
 			})
 		}
 	}

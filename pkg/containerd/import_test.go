@@ -13,7 +13,7 @@ import (
 )
 
 func TestImportWithoutArchivesNeedsNoDaemon(t *testing.T) {
-	d := NewImportDriver(WithPaths(Paths{Address: filepath.Join(t.TempDir(), "none.sock")}))
+	d := NewImportDriver("", WithPaths(Paths{Address: filepath.Join(t.TempDir(), "none.sock")}))
 	if res := driver.Run(context.Background(), d, mustJSON(t, containerdspec.ImportInputs{Snapshotter: "overlayfs"})); !res.OK() || len(res.Changes) != 0 {
 		t.Fatalf("result = %+v", res)
 	}
@@ -23,7 +23,7 @@ func TestImportErrors(t *testing.T) {
 	dir := t.TempDir()
 	tarPath := filepath.Join(dir, "a.tar")
 	dockerArchive(t, tarPath, map[string]v1.Image{"registry.local/a:1": testImage(t, 1)})
-	d := NewImportDriver(WithPaths(Paths{Address: filepath.Join(dir, "none.sock")}))
+	d := NewImportDriver("", WithPaths(Paths{Address: filepath.Join(dir, "none.sock")}))
 	tests := []struct {
 		name      string
 		in        containerdspec.ImportInputs

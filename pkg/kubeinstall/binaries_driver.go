@@ -11,13 +11,14 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
-	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
 	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/driver"
+	"github.com/plinth-dev/plinth/pkg/filememo"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
 
@@ -45,20 +46,23 @@ var (
 type BinariesDriver struct {
 	o    *options
 	root string
-	mu   sync.Mutex
-	sums map[string]fileStamp // installed file -> its sum while size and mtime hold
+	// sums holds each installed file's SHA-256 per file version, on disk: a drift
+	// pass is a new process every minute (pkg/filememo).
+	sums   *filememo.Memo[string]
+	hashed atomic.Int64 // files read to hash them, for tests
 }
 
-type fileStamp struct {
-	size  int64
-	mtime time.Time
-	sum   string
-}
+// sumsFile is where the driver keeps the installed files' sums, in its state dir.
+const sumsFile = "kube.binaries.sums.json"
 
 // NewBinariesDriver returns the kube.binaries driver; bundles are read from
 // bundleRoot (bundle.DefaultRoot on hosts), under the driver's root in tests.
 func NewBinariesDriver(stateDir, bundleRoot string, opts ...Option) *BinariesDriver {
-	return &BinariesDriver{o: newOptions(stateDir, opts), root: bundleRoot, sums: map[string]fileStamp{}}
+	memo := ""
+	if stateDir != "" {
+		memo = filepath.Join(stateDir, sumsFile)
+	}
+	return &BinariesDriver{o: newOptions(stateDir, opts), root: bundleRoot, sums: filememo.New[string](memo)}
 }
 
 // Kind implements driver.Driver.
@@ -140,35 +144,34 @@ func (d *BinariesDriver) manifest(dir string, in kubespec.BinariesInputs) (bundl
 	return m, nil
 }
 
-// sum is the SHA-256 of an installed file ("" when absent), remembered while its size
-// and modification time stay the same so drift checks do not re-read 100 MB binaries.
+// sum is the SHA-256 of an installed file ("" when absent), remembered per version
+// of the file so drift checks do not re-read 100 MB binaries.
 func (d *BinariesDriver) sum(file string) (string, error) {
-	st, err := os.Stat(file)
+	f, err := os.Open(file)
 	if missing(err) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("kube.binaries: %w", err)
 	}
-	d.mu.Lock()
-	s, ok := d.sums[file]
-	d.mu.Unlock()
-	if ok && s.size == st.Size() && s.mtime.Equal(st.ModTime()) {
-		return s.sum, nil
-	}
-	f, err := os.Open(file)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("kube.binaries: %w", err)
 	}
-	defer f.Close()
+	v := filememo.VersionOf(st)
+	if s, ok := d.sums.Get(file, v); ok {
+		return s, nil
+	}
+	d.hashed.Add(1)
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("kube.binaries: read %s: %w", file, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	d.mu.Lock()
-	d.sums[file] = fileStamp{size: st.Size(), mtime: st.ModTime(), sum: sum}
-	d.mu.Unlock()
+	if err := d.sums.Put(file, v, sum); err != nil {
+		d.o.log.Warn("kube.binaries: sums not remembered; the next check reads the files again", "err", err)
+	}
 	return sum, nil
 }
 

@@ -48,7 +48,8 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 	sum := writeTestBundle(t, h.root, "1.0", map[string]string{
 		"bin/kubelet": "kubelet-1", "bin/kubeadm": "kubeadm-1", "bin/kubectl": "kubectl-1", "cni/bridge": "bridge-1",
 	})
-	d := NewBinariesDriver(t.TempDir(), bundle.DefaultRoot, h.opts...)
+	state := t.TempDir()
+	d := NewBinariesDriver(state, bundle.DefaultRoot, h.opts...)
 	in := kubespec.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true}
 	raw, _ := json.Marshal(in)
 	res := driver.Run(context.Background(), d, raw)
@@ -70,10 +71,26 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 	if !strings.Contains(cmds, "systemctl enable kubelet.service") {
 		t.Fatalf("kubelet not enabled: %s", cmds)
 	}
+	// A new process (each drift pass is one) finds the installed files' sums in the
+	// driver's state instead of reading the files again.
 	enabled := &enabledRunner{fakeRunner: h.run}
-	d = NewBinariesDriver(t.TempDir(), bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
+	d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
 	if cs, err := d.Diff(context.Background(), raw); err != nil || len(cs) != 0 {
 		t.Fatalf("second diff: %v %v", driver.Summaries(cs), err)
+	}
+	if n := d.hashed.Load(); n != 0 {
+		t.Fatalf("a drift check of unchanged files hashed %d of them", n)
+	}
+	// A file changed behind the driver's back is read again, and found.
+	if err := os.WriteFile(h.p.Join("/usr/local/bin/kubectl"), []byte("kubectl-X"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
+	if cs, err := d.Diff(context.Background(), raw); err != nil || len(cs) != 1 || !strings.HasPrefix(cs[0].Summary, "replace kubectl") || d.hashed.Load() != 1 {
+		t.Fatalf("diff after kubectl changed: %v %v (hashed %d)", driver.Summaries(cs), err, d.hashed.Load())
+	}
+	if res := driver.Run(context.Background(), d, raw); !res.OK() {
+		t.Fatalf("repair: %+v", res)
 	}
 
 	// A new bundle version replaces what changed, and only that.
