@@ -111,7 +111,7 @@ bench-consensus: ## failover time and write throughput vs a 3-member etcd
 bench-scale: ## site of 100/300/1000 hosts (real coordinators and agents without gossip, SIMULATED drivers): apply -> steps done, leader CPU/RSS, lag, Raft sizes, wake-ups; Ansible at 200
 	./scripts/bench-scale.sh -gossip=false $(BENCH_SCALE_ARGS)
 
-bench-agent: ## idle agent: binary sizes, RSS and CPU of this tree's plinth-agent (drivers in plinth-drivers) next to a baseline build (BASE=ref) and a bare-Go floor exchanging the same gossip packets (bench/wakefloor), one coordinator on loopback, the gossip pool filled to 50 members (bench/gossipfill)
+bench-agent: ## idle agent: binary sizes, RSS and CPU of this tree's plinth-agent (drivers in plinth-drivers and plinth-drivers-ceph) next to a baseline build (BASE=ref) and a bare-Go floor exchanging the same gossip packets (bench/wakefloor), one coordinator on loopback, the gossip pool filled to 50 members (bench/gossipfill)
 	./scripts/bench-agent.sh
 
 bench-gossip: ## failure detection at size: 50 members, a crashed one declared dead, the lan profile next to memberlist's defaults

@@ -20,7 +20,7 @@ const (
 	unitDir = "/usr/lib/systemd/system"
 	binDir  = "/usr/bin"
 	// libexecDir holds programs a package's binary runs, not operators.
-	libexecDir = "/usr/libexec/plinth"
+	libexecDir = driverexec.DefaultDir
 )
 
 // conffile is a default configuration file, owned by dpkg as a conffile.

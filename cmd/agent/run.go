@@ -12,9 +12,11 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/agent"
 	"github.com/plinth-dev/plinth/pkg/api"
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certreport"
+	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
 func newRun(g *globals) *cobra.Command {
@@ -32,8 +34,9 @@ at half its lifetime.
 
 Settings come from --config (YAML; keys name, stateDir, coordinators, gossipAddr,
 gossipProfile, factsInterval, logLevel, hostProfile); flags given on the command line
-override it. Steps and drift checks run in the drivers program (--drivers), one
-process per run that exits when done, so the daemon stays small. A host profile
+override it. Steps and drift checks run in the drivers programs (--drivers, and
+plinth-drivers-ceph beside it for Ceph's kinds), one process per run that exits when
+done, so the daemon stays small. A host profile
 (--host-profile) names what a kind of machine forces on the software Plinth runs
 there; real hosts have none.
 Under systemd (Type=notify) it reports READY=1 after the first successful fetch of its
@@ -105,8 +108,8 @@ otherwise (its drivers, in their own processes, are not limited).`,
 	f.StringVar(&profile, "gossip-profile", "lan", "gossip timing: lan, or fast for labs and tests")
 	f.DurationVar(&factsInterval, "facts-interval", agent.DefaultFactsInterval, "how often host facts are gathered (posted only when they change)")
 	f.StringVar(&driversPath, "drivers", driverexec.Locate(), "the drivers program steps run in (Ceph's run in "+driverexec.CephBinary+" beside it)")
-	f.StringVar(&ovsRunDir, "ovs-rundir", "", "Open vSwitch run directory for OVS steps (default: $OVS_RUNDIR, else the drivers' /var/run/openvswitch)")
-	f.StringVar(&cephConf, "ceph-conf", "", "ceph.conf for Ceph steps whose manifest names no configFile or monitors (default: the drivers' /etc/ceph/ceph.conf)")
+	f.StringVar(&ovsRunDir, "ovs-rundir", "", "Open vSwitch run directory for OVS steps (default: $OVS_RUNDIR, else the drivers' "+ovsspec.DefaultRunDir+")")
+	f.StringVar(&cephConf, "ceph-conf", "", "ceph.conf for Ceph steps whose manifest names no configFile or monitors (default: the drivers' "+cephspec.SystemConfigFile+")")
 	f.StringVar(&hostProfile, "host-profile", "", "what this kind of machine forces on the software Plinth runs ("+strings.Join(hostprofile.Names(), ", ")+"; none on real hosts)")
 	_ = cmd.RegisterFlagCompletionFunc("host-profile", fixedCompletion(hostprofile.Names()...))
 	_ = cmd.RegisterFlagCompletionFunc("gossip-profile", fixedCompletion("lan", "fast"))

@@ -12,9 +12,9 @@ import (
 // stepKindTable is `get kinds`: one line per step kind of pkg/stepkind (what each
 // waits for and needs: describe kind, -o yaml, docs/steps.md).
 func stepKindTable(tw *tabwriter.Writer, kinds []stepkind.Kind) {
-	fmt.Fprintln(tw, "KIND\tAREA\tINPUTS\tDRIVER\tDOES")
+	fmt.Fprintln(tw, "KIND\tAREA\tINPUTS\tDRIVER\tPROGRAM\tDOES")
 	for _, k := range kinds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", kindName(k), k.Area, k.InputsType(), k.DriverPackage, k.Does)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", kindName(k), k.Area, k.InputsType(), k.DriverPackage, k.RunsIn(), k.Does)
 	}
 }
 
@@ -37,7 +37,7 @@ func describeStepKind(g *globals, w io.Writer, name string) error {
 		return fmt.Errorf("describe kind: %q is not a step kind; the kinds are %s (plinth-coordinator get kinds)", name, strings.Join(stepkind.Names(), ", "))
 	}
 	return g.emit(w, k, func(tw *tabwriter.Writer) {
-		fmt.Fprintf(tw, "Kind:\t%s\nArea:\t%s\nInputs:\t%s\nDoes:\t%s\nWaits for:\t%s\nHost must offer:\t%s\nDriver:\t%s %s\n",
-			kindName(k), k.Area, k.InputsType(), k.Does, dash(k.WaitsFor), dash(k.Needs), k.DriverPackage, k.Constructor)
+		fmt.Fprintf(tw, "Kind:\t%s\nArea:\t%s\nInputs:\t%s\nDoes:\t%s\nWaits for:\t%s\nHost must offer:\t%s\nDriver:\t%s %s\nRuns in:\t%s\n",
+			kindName(k), k.Area, k.InputsType(), k.Does, dash(k.WaitsFor), dash(k.Needs), k.DriverPackage, k.Constructor, k.RunsIn())
 	})
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // SystemConfigFile is where a Ceph host keeps its cluster configuration.
-const SystemConfigFile = "/etc/ceph/ceph.conf"
+const SystemConfigFile = cephspec.SystemConfigFile
 
 // Client holds the sessions the three drivers share: one per cluster, reused
 // across steps and drift checks and dropped after a transport error.

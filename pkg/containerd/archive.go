@@ -60,26 +60,29 @@ func (c *archiveCache) inspect(path string) (archiveInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return archiveInfo{}, driver.Permanent(fmt.Errorf("containerd: archive %s is not a regular file", path))
 	}
-	v := filememo.VersionOf(fi)
-	if info, ok := c.m().Get(path, v); ok {
+	info, _, saveErr, err := c.m().Do(path, f, func() (archiveInfo, error) {
+		c.inspected.Add(1)
+		var info archiveInfo
+		var err error
+		if info.Digest, err = fileDigest(f); err != nil {
+			return info, fmt.Errorf("containerd: hash %s: %w", path, err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return info, fmt.Errorf("containerd: archive %s: %w", path, err)
+		}
+		if info.Names, err = imageNames(f); err != nil {
+			return info, fmt.Errorf("containerd: archive %s: %w", path, err)
+		}
+		if len(info.Names) == 0 {
+			return info, driver.Permanent(fmt.Errorf("containerd: archive %s names no images; save it with tags (docker save NAME:TAG, ctr export)", path))
+		}
 		return info, nil
+	})
+	if err != nil {
+		return archiveInfo{}, err
 	}
-	c.inspected.Add(1)
-	var info archiveInfo
-	if info.Digest, err = fileDigest(f); err != nil {
-		return archiveInfo{}, fmt.Errorf("containerd: hash %s: %w", path, err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return archiveInfo{}, fmt.Errorf("containerd: archive %s: %w", path, err)
-	}
-	if info.Names, err = imageNames(f); err != nil {
-		return archiveInfo{}, fmt.Errorf("containerd: archive %s: %w", path, err)
-	}
-	if len(info.Names) == 0 {
-		return archiveInfo{}, driver.Permanent(fmt.Errorf("containerd: archive %s names no images; save it with tags (docker save NAME:TAG, ctr export)", path))
-	}
-	if err := c.m().Put(path, v, info); err != nil && c.log != nil {
-		c.log.Warn("containerd: archive digests not remembered; the next check reads the archives again", "err", err)
+	if saveErr != nil && c.log != nil {
+		c.log.Warn("containerd: archive digests not remembered; the next check reads the archives again", "err", saveErr)
 	}
 	return info, nil
 }

@@ -7,10 +7,10 @@ import (
 )
 
 // Executor runs steps for the agent. The long-running agent holds one without
-// linking any driver: pkg/driverexec runs them in the plinth-drivers process, so the
-// agent's memory does not pay for Kubernetes, containerd, OVS and Ceph code while the
-// host is idle. A Registry is the in-process Executor (tests, the scale harness, and
-// the plinth-drivers process itself).
+// linking any driver: pkg/driverexec runs them in drivers processes (plinth-drivers,
+// plinth-drivers-ceph), so the agent's memory does not pay for Kubernetes,
+// containerd, OVS and Ceph code while the host is idle. A Registry is the in-process
+// Executor (tests, the scale harness, and each drivers process itself).
 type Executor interface {
 	// Kinds lists the step kinds this executor runs, sorted.
 	Kinds() []string

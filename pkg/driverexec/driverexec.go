@@ -183,7 +183,9 @@ func (p *Process) Run(ctx context.Context, kind string, inputs json.RawMessage) 
 }
 
 // Check implements driver.Executor with one process per program that runs some of
-// the probes' kinds (none for a probe no program runs: its finding says so).
+// the probes' kinds (none for a probe no program runs: its finding says so). A
+// program that fails gives its own probes a finding saying why and leaves the other
+// program's findings standing; only a cancelled ctx fails the whole check.
 func (p *Process) Check(ctx context.Context, probes []driver.Probe) ([]driver.Finding, error) {
 	out := make([]driver.Finding, len(probes))
 	idx := map[*program][]int{}
@@ -205,14 +207,19 @@ func (p *Process) Check(ctx context.Context, probes []driver.Probe) ([]driver.Fi
 			req.Probes[j] = probes[i]
 		}
 		var rep CheckReply
-		if err := g.call(ctx, OpCheck, req, &rep); err != nil {
+		err := g.call(ctx, OpCheck, req, &rep)
+		if ctx.Err() != nil {
 			return nil, err
 		}
-		if len(rep.Findings) != len(is) {
-			return nil, fmt.Errorf("drivers: %s: %d findings for %d probes", filepath.Base(g.path), len(rep.Findings), len(is))
+		if err == nil && len(rep.Findings) != len(is) {
+			err = fmt.Errorf("drivers: %s: %d findings for %d probes", filepath.Base(g.path), len(rep.Findings), len(is))
 		}
 		for j, i := range is {
-			out[i] = rep.Findings[j]
+			if err != nil {
+				out[i] = driver.Finding{Error: err.Error()}
+			} else {
+				out[i] = rep.Findings[j]
+			}
 		}
 	}
 	return out, nil
@@ -298,6 +305,13 @@ func Serve(ctx context.Context, x driver.Executor, op string, hello Hello, in io
 		var req RunRequest
 		if err := decode(in, &req); err != nil {
 			return err
+		}
+		if !slices.Contains(x.Kinds(), req.Kind) {
+			// The agent routes by what each program said at hello, so it only asks
+			// for another kind when it and this program come from different packages,
+			// as while a package upgrade is half done: worth a retry.
+			reply = driver.Result{Error: driver.NoDriver(req.Kind) + " (plinth-agent and its drivers programs are from different packages: retried after the agent restarts)", Retryable: true}
+			break
 		}
 		reply = x.Run(ctx, req.Kind, req.Inputs)
 	case OpCheck:

@@ -51,6 +51,9 @@ func child(mode string) int {
 		// test.ceph. Each says on stderr which operation it served.
 		name := filepath.Base(os.Args[0])
 		fmt.Fprintf(os.Stderr, "served %s by %s\n", op, name)
+		if name == CephBinary && op == OpCheck && os.Getenv(childEnv+"_CEPH_CRASH") != "" {
+			panic("librados blew up")
+		}
 		if name == CephBinary {
 			return serve(ctx, op, fileDriver{kind: "test.ceph"})
 		}
@@ -168,8 +171,8 @@ func TestCrashedProcessFailsTheStep(t *testing.T) {
 	if !strings.Contains(log.String(), `"msg":"starting"`) {
 		t.Fatalf("child's log not passed on: %q", log.String())
 	}
-	if _, err := p.Check(context.Background(), []driver.Probe{{Kind: "test.file"}}); err == nil {
-		t.Fatal("check of a crashing process: no error")
+	if f, err := p.Check(context.Background(), []driver.Probe{{Kind: "test.file"}}); err != nil || len(f) != 1 || !strings.Contains(f[0].Error, "panic: driver library blew up") {
+		t.Fatalf("check of a crashing process: %+v, %v; want a finding that quotes the panic", f, err)
 	}
 }
 
@@ -255,6 +258,27 @@ func TestRoutesKindsToTheirProgram(t *testing.T) {
 	log.Reset()
 	if f, err := p.Check(ctx, []driver.Probe{{Kind: "no.such"}}); err != nil || len(f) != 1 || f[0].Error == "" || log.Len() != 0 {
 		t.Fatalf("a check no program runs: %+v, %v, log %q", f, err, log.String())
+	}
+	// One program failing leaves the other's findings standing.
+	if err := os.WriteFile(a, []byte("drifted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(childEnv+"_CEPH_CRASH", "1")
+	f, err = p.Check(ctx, []driver.Probe{{Kind: "test.ceph", Inputs: inB}, {Kind: "test.file", Inputs: inA}})
+	if err != nil || len(f) != 2 || !strings.Contains(f[0].Error, "librados blew up") || len(f[1].Changes) != 1 || f[1].Error != "" {
+		t.Fatalf("a check with one program crashing: %+v, %v", f, err)
+	}
+	// A program asked to run a kind it does not run (an agent from another package,
+	// half way through an upgrade) answers with a failure worth retrying.
+	var rep driver.Result
+	var out strings.Builder
+	reg, _ := driver.NewRegistry(fileDriver{})
+	req, _ := json.Marshal(RunRequest{Kind: "test.ceph", Inputs: inB})
+	if err := Serve(ctx, reg, OpRun, Hello{}, strings.NewReader(string(req)), &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || rep.OK() || !rep.Retryable || !strings.Contains(rep.Error, "no driver for kind test.ceph") {
+		t.Fatalf("run of another program's kind: %+v, %v", rep, err)
 	}
 }
 

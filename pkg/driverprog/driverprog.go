@@ -18,9 +18,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/hostprofile"
+	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 	"github.com/plinth-dev/plinth/pkg/stepkind"
 )
 
@@ -49,8 +51,8 @@ func Main(ctx context.Context, program, version string, args []string, stdin io.
 	stateDir := fs.String("state-dir", "", "the agent's state directory, where driver state lives in drivers/ (required)")
 	hostProfile := fs.String("host-profile", "", "what this kind of machine forces on the software Plinth runs ("+strings.Join(hostprofile.Names(), ", ")+"; none on real hosts)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	ovsRunDir := fs.String("ovs-rundir", "", "Open vSwitch run directory: db.sock, ovs-vswitchd's control socket (default $OVS_RUNDIR, else /var/run/openvswitch)")
-	cephConf := fs.String("ceph-conf", "", "ceph.conf for Ceph steps whose manifest names no configFile or monitors (default /etc/ceph/ceph.conf)")
+	ovsRunDir := fs.String("ovs-rundir", "", "Open vSwitch run directory: db.sock, ovs-vswitchd's control socket (default $OVS_RUNDIR, else "+ovsspec.DefaultRunDir+")")
+	cephConf := fs.String("ceph-conf", "", "ceph.conf for Ceph steps whose manifest names no configFile or monitors (default "+cephspec.SystemConfigFile+")")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: %s [flags] %s|%s|%s < request.json\n\nplinth-agent runs this for each step and drift check; it reads one JSON request on stdin\nand writes one JSON reply on stdout (pkg/driverexec).\n\nFlags:\n%s",
 			program, driverexec.OpHello, driverexec.OpRun, driverexec.OpCheck, fs.FlagUsages())

@@ -21,6 +21,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
 )
@@ -70,7 +71,46 @@ type Memo[T any] struct {
 // With path "" it is held in memory only.
 func New[T any](path string) *Memo[T] { return &Memo[T]{path: path} }
 
-// Get returns what was remembered for name at version v.
+// racyWindow is how recently a file may have changed for a value computed from it
+// not to be remembered. File times advance in clock ticks (whole seconds on some
+// file systems), so a write in the tick of the stat that began a computation can
+// leave the version as it was: only a file that was already older than this when
+// the computation began is known to have had that content throughout.
+var racyWindow = 2 * time.Second
+
+// Do returns what compute makes of f's content, which is the file name: the value
+// remembered for f's version, or compute's, remembered when f kept its version
+// while compute ran and was older than racyWindow when it began. hit says the value
+// was remembered. A memo that cannot be written is returned as saveErr, with the
+// value: it only costs a computation next time.
+func (m *Memo[T]) Do(name string, f *os.File, compute func() (T, error)) (val T, hit bool, saveErr, err error) {
+	began := time.Now()
+	fi, err := f.Stat()
+	if err != nil {
+		return val, false, nil, err
+	}
+	v := VersionOf(fi)
+	if val, ok := m.Get(name, v); ok {
+		return val, true, nil, nil
+	}
+	if val, err = compute(); err != nil {
+		return val, false, nil, err
+	}
+	after, err := f.Stat()
+	if err != nil || VersionOf(after) != v || !settled(v, began) {
+		return val, false, nil, nil
+	}
+	return val, false, m.Put(name, v, val), nil
+}
+
+// settled reports whether version v was older than racyWindow at t.
+func settled(v Version, t time.Time) bool {
+	limit := t.Add(-racyWindow).UnixNano()
+	return v.Mtime < limit && v.Ctime < limit
+}
+
+// Get returns what was remembered for name at version v. The value is the memo's
+// own: callers must not change it (a slice's elements, a map).
 func (m *Memo[T]) Get(name string, v Version) (T, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -39,16 +39,22 @@ func TestRememberedAcrossProcesses(t *testing.T) {
 		t.Errorf("memo file mode %v, want 0600", fi.Mode().Perm())
 	}
 
-	// Same size, same mtime, new content: the change time tells them apart.
+	// Same size, same mtime, new content: the change time tells them apart (written
+	// until the clock tick has moved on).
 	old := time.Unix(0, v1.Mtime)
-	time.Sleep(10 * time.Millisecond)
-	if err := os.WriteFile(bin, []byte("v2"), 0o755); err != nil {
-		t.Fatal(err)
+	var v2 Version
+	for range 100 {
+		time.Sleep(10 * time.Millisecond)
+		if err := os.WriteFile(bin, []byte("v2"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(bin, old, old); err != nil {
+			t.Fatal(err)
+		}
+		if v2 = stat(t, bin); v2.Ctime != v1.Ctime {
+			break
+		}
 	}
-	if err := os.Chtimes(bin, old, old); err != nil {
-		t.Fatal(err)
-	}
-	v2 := stat(t, bin)
 	if v2.Size != v1.Size || v2.Mtime != v1.Mtime || v2 == v1 {
 		t.Fatalf("versions %+v and %+v: want the same size and mtime, another ctime", v1, v2)
 	}
@@ -105,4 +111,56 @@ func (m *Memo[T]) heldEntries() map[string]entry[T] {
 	defer m.mu.Unlock()
 	m.load()
 	return m.m
+}
+
+// Do computes once per settled version: a file that changed within racyWindow of the
+// computation, or while it ran, is computed again next time.
+func TestDoRemembersOnlySettledFiles(t *testing.T) {
+	old := racyWindow
+	racyWindow = 200 * time.Millisecond
+	defer func() { racyWindow = old }()
+	dir := t.TempDir()
+	memo := filepath.Join(dir, "sums.json")
+	p := filepath.Join(dir, "etcd")
+	if err := os.WriteFile(p, []byte("etcd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	do := func(change func()) (string, bool) {
+		t.Helper()
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		val, hit, saveErr, err := New[string](memo).Do(p, f, func() (string, error) {
+			calls++
+			if change != nil {
+				change()
+			}
+			return "computed", nil
+		})
+		if err != nil || saveErr != nil || val != "computed" {
+			t.Fatalf("Do: %q, %v, %v", val, saveErr, err)
+		}
+		return val, hit
+	}
+	if _, hit := do(nil); hit || calls != 1 {
+		t.Fatalf("first: hit %v, %d calls", hit, calls)
+	}
+	if _, hit := do(nil); hit || calls != 2 {
+		t.Fatal("a file written a moment ago was remembered")
+	}
+	time.Sleep(racyWindow + 50*time.Millisecond)
+	// Rewritten while computed: not remembered.
+	if _, hit := do(func() { os.WriteFile(p, []byte("ETCD"), 0o755) }); hit || calls != 3 {
+		t.Fatalf("changed while computed: hit %v, %d calls", hit, calls)
+	}
+	time.Sleep(racyWindow + 50*time.Millisecond)
+	if _, hit := do(nil); hit || calls != 4 {
+		t.Fatalf("settled, first time: hit %v, %d calls", hit, calls)
+	}
+	if _, hit := do(nil); !hit || calls != 4 {
+		t.Fatalf("settled, second time: hit %v, %d calls", hit, calls)
+	}
 }

@@ -155,22 +155,19 @@ func (d *BinariesDriver) sum(file string) (string, error) {
 		return "", fmt.Errorf("kube.binaries: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	sum, _, saveErr, err := d.sums.Do(file, f, func() (string, error) {
+		d.hashed.Add(1)
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	})
 	if err != nil {
-		return "", fmt.Errorf("kube.binaries: %w", err)
-	}
-	v := filememo.VersionOf(st)
-	if s, ok := d.sums.Get(file, v); ok {
-		return s, nil
-	}
-	d.hashed.Add(1)
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("kube.binaries: read %s: %w", file, err)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if err := d.sums.Put(file, v, sum); err != nil {
-		d.o.log.Warn("kube.binaries: sums not remembered; the next check reads the files again", "err", err)
+	if saveErr != nil {
+		d.o.log.Warn("kube.binaries: sums not remembered; the next check reads the files again", "err", saveErr)
 	}
 	return sum, nil
 }

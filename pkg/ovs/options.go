@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/plinth-dev/plinth/pkg/ovs/ovsspec"
 )
 
 // DefaultRunDir is where the packaged OVS service keeps db.sock and control sockets.
-const DefaultRunDir = "/var/run/openvswitch"
+const DefaultRunDir = ovsspec.DefaultRunDir
 
 // Restarter restarts ovs-vswitchd so that it reads the DPDK settings again. Desc
 // names the action in step results ("systemctl restart openvswitch-switch").

@@ -54,7 +54,8 @@ type Kind struct {
 	// run one at a time per host (their drivers share host state).
 	Concurrent bool `json:"concurrent,omitempty"`
 	// DriverPackage is the package whose Constructor builds the driver on the agent
-	// (cmd/drivers/drivers.go registers it; its test checks the package).
+	// (cmd/drivers or cmd/drivers-ceph registers it, as Program says; their tests
+	// check the package).
 	DriverPackage string `json:"driverPackage"`
 	Constructor   string `json:"constructor"`
 	// Program is the drivers program that runs the kind (pkg/driverexec); empty
@@ -69,13 +70,15 @@ func (k Kind) RunsIn() string { return cmp.Or(k.Program, driverexec.Binary) }
 // InputsType is the contract type's name as Go spells it: hostspec.NetworkInputs.
 func (k Kind) InputsType() string { return k.Inputs.String() }
 
-// MarshalJSON adds the contract type's name (reflect.Type has no JSON form).
+// MarshalJSON adds the contract type's name (reflect.Type has no JSON form) and the
+// program that runs the kind, also when Program is left empty.
 func (k Kind) MarshalJSON() ([]byte, error) {
 	type plain Kind
 	return json.Marshal(struct {
 		plain
-		Inputs string `json:"inputs"`
-	}{plain(k), k.InputsType()})
+		Inputs  string `json:"inputs"`
+		Program string `json:"program"`
+	}{plain(k), k.InputsType(), k.RunsIn()})
 }
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
@@ -248,8 +251,11 @@ func Check(program string, drivers []string) error {
 		}
 	}
 	for _, d := range drivers {
-		if k, ok := Lookup(d); !ok || k.RunsIn() != program {
-			extra = append(extra, d)
+		switch k, ok := Lookup(d); {
+		case !ok:
+			extra = append(extra, d+" (not in the table)")
+		case k.RunsIn() != program:
+			extra = append(extra, d+" (runs in "+k.RunsIn()+")")
 		}
 	}
 	var problems []string

@@ -69,7 +69,7 @@ func TestCheck(t *testing.T) {
 	}
 	plain := byProgram[driverexec.Binary]
 	err := Check(driverexec.Binary, append(plain[1:], "host.teleport", "ceph.pool"))
-	if err == nil || !strings.Contains(err.Error(), "no driver for host.network") || !strings.Contains(err.Error(), "host.teleport") || !strings.Contains(err.Error(), "ceph.pool") {
+	if err == nil || !strings.Contains(err.Error(), "no driver for host.network") || !strings.Contains(err.Error(), "host.teleport (not in the table)") || !strings.Contains(err.Error(), "ceph.pool (runs in plinth-drivers-ceph)") {
 		t.Fatalf("Check = %v, want the missing kind, the unknown one and the other program's named", err)
 	}
 }
@@ -89,6 +89,9 @@ func TestCheckInputs(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
+	if b, _ := json.Marshal(Kind{Name: "host.sysctl", Inputs: reflect.TypeFor[struct{}]()}); !strings.Contains(string(b), `"program":"plinth-drivers"`) {
+		t.Errorf("a kind without Program: %s", b)
+	}
 	k, _ := Lookup("ceph.pool")
 	b, err := json.Marshal(k)
 	if err != nil {

@@ -98,3 +98,7 @@ func RBDCaps(pools, readOnly []string) map[string]string {
 	}
 	return caps
 }
+
+// SystemConfigFile is where a Ceph host keeps its cluster configuration: the Ceph
+// steps' default, and what the agent's and the drivers programs' --ceph-conf say.
+const SystemConfigFile = "/etc/ceph/ceph.conf"

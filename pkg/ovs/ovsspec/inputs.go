@@ -90,3 +90,8 @@ func ParseCPUList(s string) ([]int, bool) {
 	cpus, err := cpuset.Parse(s)
 	return cpus, err == nil && len(cpus) > 0
 }
+
+// DefaultRunDir is where the packaged OVS service keeps db.sock and control sockets:
+// the OVS steps' default, and what the agent's and the drivers programs'
+// --ovs-rundir say.
+const DefaultRunDir = "/var/run/openvswitch"
