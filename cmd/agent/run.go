@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,6 +85,11 @@ otherwise (its drivers, in their own processes, are not limited).`,
 			drivers, err := driverexec.New(cmd.Context(), driverexec.Beside(driversPath), args, nil)
 			if err != nil {
 				return err
+			}
+			// Both programs speak the protocol; builds that differ still mean a host
+			// half way through an upgrade, or a program copied in by hand.
+			if hs := drivers.Hellos(); len(hs) > 1 && slices.ContainsFunc(hs, func(h driverexec.Hello) bool { return h.Version != hs[0].Version }) {
+				log.Warn("the drivers programs come from different builds: install plinth-agent again", "programs", driverexec.Beside(driversPath), "hellos", hs)
 			}
 			wd, _ := daemon.SdWatchdogEnabled(false)
 			daemonProcs()

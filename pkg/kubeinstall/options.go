@@ -44,6 +44,7 @@ func newOptions(stateDir string, opts []Option) *options {
 	if o.services == nil {
 		o.services = Systemd{Run: o.run}
 	}
+	o.clients = reuseClients(o.clients)
 	return o
 }
 
