@@ -9,11 +9,6 @@ package main
 
 import (
 	"cmp"
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/plinth-dev/plinth/pkg/ceph"
 	"github.com/plinth-dev/plinth/pkg/ceph/cephspec"
@@ -26,14 +21,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := driverprog.Main(ctx, driverexec.CephBinary, version, os.Args[1:], os.Stdin, os.Stdout, drivers); err != nil {
-		fmt.Fprintln(os.Stderr, driverexec.CephBinary+":", err)
-		os.Exit(1)
-	}
-}
+func main() { driverprog.Exit(driverexec.CephBinary, version, drivers) }
 
 // drivers is the one place plinth-drivers-ceph constructs a step kind's driver. The
 // Ceph driver links librados only when built with -tags ceph,pacific (make build);

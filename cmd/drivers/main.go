@@ -8,12 +8,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/plinth-dev/plinth/pkg/driverexec"
 	"github.com/plinth-dev/plinth/pkg/driverprog"
 )
@@ -21,11 +15,4 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := driverprog.Main(ctx, driverexec.Binary, version, os.Args[1:], os.Stdin, os.Stdout, drivers); err != nil {
-		fmt.Fprintln(os.Stderr, driverexec.Binary+":", err)
-		os.Exit(1)
-	}
-}
+func main() { driverprog.Exit(driverexec.Binary, version, drivers) }

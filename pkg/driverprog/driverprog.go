@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/signal"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -41,6 +43,18 @@ type Options struct {
 
 // Build constructs a program's drivers, keyed by kind.
 type Build func(Options) map[string]driver.Driver
+
+// Exit is a drivers program's main: Main on the process's arguments and standard
+// streams, cancelled by SIGINT or SIGTERM; an error is printed and exits 1.
+func Exit(program, version string, build Build) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Main(ctx, program, version, os.Args[1:], os.Stdin, os.Stdout, build)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, program+":", err)
+		os.Exit(1)
+	}
+}
 
 // Main runs one operation of program from args (the flags, then hello, run or
 // check): the request on stdin, the reply on stdout, the log on stderr.
@@ -106,9 +120,18 @@ func Registry(program string, byKind map[string]driver.Driver) (*driver.Registry
 	return driver.NewRegistry(ds...)
 }
 
-// CheckPackages reports every driver in byKind that comes from another package than
-// the table's DriverPackage for its kind (the programs' tests call it).
-func CheckPackages(byKind map[string]driver.Driver) error {
+// Check is what each program's test asks of its drivers: Registry accepts them for
+// program, and each comes from the package the table names for its kind.
+func Check(program string, byKind map[string]driver.Driver) error {
+	if _, err := Registry(program, byKind); err != nil {
+		return err
+	}
+	return checkPackages(byKind)
+}
+
+// checkPackages reports every driver in byKind that comes from another package than
+// the table's DriverPackage for its kind.
+func checkPackages(byKind map[string]driver.Driver) error {
 	const module = "github.com/plinth-dev/plinth/"
 	var bad []string
 	for _, k := range slices.Sorted(maps.Keys(byKind)) {
