@@ -3,8 +3,9 @@
 // -seed with the pool's key. Probes are spread over the members of a pool, so an
 // agent measured among three members (a coordinator and two agents) is pinged far
 // more often than one among fifty; with the filler it is pinged as on a site of
-// that size. The pool's key is the one an enrolled agent holds (-state-dir). Their names start with "fill:", which the coordinators ignore (they
-// read only "agent:<host>"). It runs until SIGTERM or interrupt.
+// that size. The pool's key is the one an enrolled agent holds (-state-dir). Their
+// names start with "fill:", which the coordinators ignore (they read only
+// "agent:<host>"). It runs until SIGTERM or interrupt.
 package main
 
 import (

@@ -106,10 +106,11 @@ func (a *agent) driftLoop(ctx context.Context) error {
 // errStepsRunning says a drift check gave way to running steps.
 var errStepsRunning = errors.New("steps are running")
 
-// checkDrift re-observes every finished step in one check (one drivers process per
-// drivers program for all of them). It gives way to steps (false: try again in a second): it does not
-// start while one runs, and one that wants to start cancels it — a waiting check
-// would hold new runs back, and a host half way through a step is not drift.
+// checkDrift re-observes every finished step in one check (one process per drivers
+// program for all of them). It gives way to steps (false: try again in a second):
+// it does not start while one runs, and one that wants to start cancels it — a
+// waiting check would hold new runs back, and a host half way through a step is
+// not drift.
 func (a *agent) checkDrift(ctx context.Context) bool {
 	snap, ok := a.snapshot()
 	if !ok {
