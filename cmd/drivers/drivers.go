@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/plinth-dev/plinth/pkg/agent"
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/bundle"
 	"github.com/plinth-dev/plinth/pkg/containerd"
 	"github.com/plinth-dev/plinth/pkg/containerd/containerdspec"
@@ -27,7 +27,7 @@ func drivers(o driverprog.Options) map[string]driver.Driver {
 	ovsDPDK, ovsBridges := ovs.New(ovs.WithRunDir(runDir), ovs.WithLogger(o.Log))
 	// Network and sysctl changes after which no coordinator answers are rolled back.
 	reach := host.WithReachability(host.TCPProbe(func() ([]string, error) {
-		id, err := agent.LoadIdentity(o.StateDir)
+		id, err := agentid.Load(o.StateDir)
 		return id.Coordinators, err
 	}))
 	kube := []kubeinstall.Option{kubeinstall.WithLogger(o.Log), kubeinstall.WithHostProfile(o.HostProfile)}

@@ -138,16 +138,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Layout of StateDir.
 const (
-	identityFile = "agent.json"
-	pkiDir       = "pki"
-	renewDir     = "renew" // under pki: a renewed bundle staged before it replaces the old
-	bundleName   = "agent"
-	gossipKey    = "gossip.key"
-	pendingDir   = "pending"
+	pkiDir     = "pki"
+	renewDir   = "renew" // under pki: a renewed bundle staged before it replaces the old
+	bundleName = "agent"
+	gossipKey  = "gossip.key"
+	pendingDir = "pending"
 )
 
-func pkiPath(stateDir string) string      { return filepath.Join(stateDir, pkiDir) }
-func identityPath(stateDir string) string { return filepath.Join(stateDir, identityFile) }
+func pkiPath(stateDir string) string { return filepath.Join(stateDir, pkiDir) }
 func gossipKeyPath(stateDir string) string {
 	return filepath.Join(stateDir, pkiDir, gossipKey)
 }

@@ -4,7 +4,6 @@ import (
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
 
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,44 +13,6 @@ import (
 
 	"github.com/plinth-dev/plinth/pkg/pki"
 )
-
-// Identity is StateDir/agent.json: who this host is and whom it talks to. The key
-// and certificate live next to it in StateDir/pki.
-type Identity struct {
-	Name         string   `json:"name"`
-	Coordinators []string `json:"coordinators"`
-	GossipSeeds  []string `json:"gossipSeeds,omitempty"`
-}
-
-// LoadIdentity reads StateDir/agent.json.
-func LoadIdentity(stateDir string) (Identity, error) {
-	var id Identity
-	b, err := os.ReadFile(identityPath(stateDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return id, fmt.Errorf("agent: %s has no %s: this host is not enrolled; run `plinth-agent join`", stateDir, identityFile)
-	}
-	if err != nil {
-		return id, fmt.Errorf("agent: read identity: %w", err)
-	}
-	if err := json.Unmarshal(b, &id); err != nil {
-		return id, fmt.Errorf("agent: %s: %w", identityPath(stateDir), err)
-	}
-	if id.Name == "" {
-		return id, fmt.Errorf("agent: %s names no host", identityPath(stateDir))
-	}
-	return id, nil
-}
-
-func (id Identity) save(stateDir string) error {
-	b, err := json.MarshalIndent(id, "", "  ")
-	if err != nil {
-		return fmt.Errorf("agent: encode identity: %w", err)
-	}
-	if err := atomicfile.WriteFile(identityPath(stateDir), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("agent: save identity: %w", err)
-	}
-	return nil
-}
 
 // LoadBundle reads the agent's certificate bundle, first finishing a renewal that was
 // interrupted after the new bundle was staged.

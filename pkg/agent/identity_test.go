@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/pki"
 )
 
@@ -74,7 +75,7 @@ func TestJoinIsIdempotent(t *testing.T) {
 	if err := saveBundle(dir, testBundle(t, ca, "compute-0", time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Identity{Name: "compute-0", Coordinators: []string{"127.0.0.1:1"}}).save(dir); err != nil {
+	if err := (agentid.Identity{Name: "compute-0", Coordinators: []string{"127.0.0.1:1"}}).Save(dir); err != nil {
 		t.Fatal(err)
 	}
 	tok, _ := pki.NewToken("compute-0", pki.RoleAgent, ca.Fingerprint(), time.Now().Add(time.Hour))

@@ -20,6 +20,7 @@ import (
 	"github.com/plinth-dev/plinth/internal/freeport"
 	"github.com/plinth-dev/plinth/internal/logbuf"
 	"github.com/plinth-dev/plinth/internal/poll"
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/coordinator"
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -147,7 +148,7 @@ func TestIntegrationAgentWithCoordinator(t *testing.T) {
 			t.Fatalf("%s: %v, mode %v; want 0600", f, err, fi.Mode())
 		}
 	}
-	id, err := LoadIdentity(stateDir)
+	id, err := agentid.Load(stateDir)
 	if err != nil || id.Name != "node-1" || id.Coordinators[0] != ccfg.APIAddr {
 		t.Fatalf("identity %+v, %v", id, err)
 	}

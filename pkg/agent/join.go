@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/pki"
 )
@@ -83,11 +84,11 @@ func Join(ctx context.Context, o JoinOptions) error {
 	if err := saveGossipKey(o.StateDir, resp.Config.GossipKey); err != nil {
 		return err
 	}
-	id := Identity{Name: o.Name, Coordinators: resp.Config.Coordinators, GossipSeeds: resp.Config.GossipSeeds}
+	id := agentid.Identity{Name: o.Name, Coordinators: resp.Config.Coordinators, GossipSeeds: resp.Config.GossipSeeds}
 	if len(id.Coordinators) == 0 {
 		return errors.New("agent: join: enrolled, but the coordinators sent no API addresses; check `plinth-coordinator members`")
 	}
-	return id.save(o.StateDir)
+	return id.Save(o.StateDir)
 }
 
 // checkEnrolled refuses to replace a valid identity unless forced.
@@ -95,7 +96,7 @@ func checkEnrolled(o JoinOptions) error {
 	if o.Force {
 		return nil
 	}
-	id, err := LoadIdentity(o.StateDir)
+	id, err := agentid.Load(o.StateDir)
 	if err != nil {
 		return nil // not enrolled (or unreadable): enrol afresh
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
 
@@ -57,11 +58,11 @@ func (a *agent) refreshConfig(ctx context.Context) error {
 	if newSeeds {
 		a.seeds = slices.Clone(cfg.GossipSeeds)
 	}
-	id := Identity{Name: a.name, Coordinators: slices.Clone(a.addrs), GossipSeeds: slices.Clone(a.seeds)}
+	id := agentid.Identity{Name: a.name, Coordinators: slices.Clone(a.addrs), GossipSeeds: slices.Clone(a.seeds)}
 	a.mu.Unlock()
 	if !newAddrs && !newSeeds {
 		return nil
 	}
 	a.log.Info("coordinators changed", "coordinators", id.Coordinators, "gossipSeeds", id.GossipSeeds)
-	return id.save(a.cfg.StateDir)
+	return id.Save(a.cfg.StateDir)
 }

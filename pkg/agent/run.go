@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/host"
 	"github.com/plinth-dev/plinth/pkg/membership"
@@ -73,7 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Drivers == nil {
 		return errors.New("agent: run: no drivers")
 	}
-	id, err := LoadIdentity(cfg.StateDir)
+	id, err := agentid.Load(cfg.StateDir)
 	if err != nil {
 		return err
 	}

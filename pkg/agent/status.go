@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/plinth-dev/plinth/pkg/agentid"
 	"github.com/plinth-dev/plinth/pkg/client"
 	"github.com/plinth-dev/plinth/pkg/pki"
 	"github.com/plinth-dev/plinth/pkg/wire"
@@ -31,7 +32,7 @@ func GetStatus(ctx context.Context, stateDir string) (Status, error) {
 	if stateDir == "" {
 		stateDir = DefaultStateDir
 	}
-	id, err := LoadIdentity(stateDir)
+	id, err := agentid.Load(stateDir)
 	if err != nil {
 		return Status{}, err
 	}

@@ -41,6 +41,15 @@ var drivers = []string{
 // librados and librbd, whose C++ start-up would cost every plinth-drivers process.
 var cephOnly = []string{"github.com/ceph/", "github.com/plinth-dev/plinth/pkg/ceph/librados"}
 
+// agentOnly is what the drivers programs must not link: the agent daemon and its
+// gossip. A drivers process lives for one step or drift pass, and every package it
+// links costs its start-up (package init, page faults) on every pass. The agent's
+// identity file, which the drivers read, is pkg/agentid.
+var agentOnly = []string{
+	"github.com/plinth-dev/plinth/pkg/agent", "github.com/plinth-dev/plinth/pkg/membership",
+	"github.com/hashicorp/memberlist",
+}
+
 // driverContracts are the packages under drivers' prefixes the agent may link.
 var driverContracts = []string{
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec", "github.com/plinth-dev/plinth/pkg/kubeinstall/certs",
@@ -50,8 +59,8 @@ var driverContracts = []string{
 
 // TestAgentLinksNoCoordinator keeps the agent's dependency graph free of Raft,
 // Prometheus and the coordinator's server, with the build tags `make build` uses;
-// the daemon's (cmd/agent) free of the drivers too, and plinth-drivers' free of Ceph's
-// libraries.
+// the daemon's (cmd/agent) free of the drivers too, plinth-drivers' free of Ceph's
+// libraries, and both drivers programs' free of the agent daemon.
 func TestAgentLinksNoCoordinator(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -70,6 +79,9 @@ func TestAgentLinksNoCoordinator(t *testing.T) {
 			isDrivers := strings.HasPrefix(root, "github.com/plinth-dev/plinth/cmd/drivers")
 			bad := func(pkg string) bool {
 				if root == "github.com/plinth-dev/plinth/cmd/drivers" && matches(pkg, cephOnly) {
+					return true
+				}
+				if isDrivers && slices.ContainsFunc(agentOnly, func(p string) bool { return pkg == p || strings.HasPrefix(pkg, p+"/") }) {
 					return true
 				}
 				return isForbidden(pkg) || (!isDrivers && matches(pkg, drivers) && !slices.Contains(driverContracts, pkg))
