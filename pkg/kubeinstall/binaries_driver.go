@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/plinth-dev/plinth/pkg/atomicfile"
@@ -241,8 +242,7 @@ func (d *BinariesDriver) kubeletChanges(ctx context.Context) []driver.Change {
 	return cs
 }
 
-// kubeletEnabled is false when systemd cannot say: enabling again is harmless.
 func (d *BinariesDriver) kubeletEnabled(ctx context.Context) bool {
-	ok, err := d.o.services.Enabled(ctx, kubeletUnit)
-	return err == nil && ok
+	out, err := d.o.run.Run(ctx, nil, "systemctl", "is-enabled", kubeletUnit)
+	return err == nil && strings.TrimSpace(string(out)) == "enabled"
 }

@@ -75,10 +75,10 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 	// A new process (each drift pass is one) finds the installed files' sums in the
 	// driver's state instead of reading the files again, once the files are old
 	// enough for their version to say they are unchanged (pkg/filememo).
-	enabled := enabledServices()
+	enabled := &enabledRunner{fakeRunner: h.run}
 	time.Sleep(2100 * time.Millisecond)
 	for pass, wantHashed := range []int64{4, 0} {
-		d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithServices(enabled))...)
+		d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
 		if cs, err := d.Diff(context.Background(), raw); err != nil || len(cs) != 0 {
 			t.Fatalf("diff %d: %v %v", pass, driver.Summaries(cs), err)
 		}
@@ -90,7 +90,7 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 	if err := os.WriteFile(h.p.Join("/usr/local/bin/kubectl"), []byte("kubectl-X"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithServices(enabled))...)
+	d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
 	if cs, err := d.Diff(context.Background(), raw); err != nil || len(cs) != 1 || !strings.HasPrefix(cs[0].Summary, "replace kubectl") || d.hashed.Load() != 1 {
 		t.Fatalf("diff after kubectl changed: %v %v (hashed %d)", driver.Summaries(cs), err, d.hashed.Load())
 	}
@@ -156,5 +156,12 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// enabledServices is the fakeServices test double with kubelet reported enabled.
-func enabledServices() *fakeServices { return &fakeServices{enabled: true} }
+// enabledRunner is the fakeRunner test double with kubelet reported enabled.
+type enabledRunner struct{ *fakeRunner }
+
+func (r *enabledRunner) Run(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
+	if name == "systemctl" && len(args) > 0 && args[0] == "is-enabled" {
+		return []byte("enabled\n"), nil
+	}
+	return r.fakeRunner.Run(ctx, env, name, args...)
+}

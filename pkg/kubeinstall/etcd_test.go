@@ -30,9 +30,6 @@ type procServices struct {
 	done chan struct{}
 }
 
-// Enabled implements Services: the process test double has no boot to start at.
-func (s *procServices) Enabled(context.Context, string) (bool, error) { return true, nil }
-
 func (s *procServices) Active(context.Context, string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

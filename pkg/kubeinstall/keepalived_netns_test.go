@@ -29,9 +29,6 @@ type netnsKeepalived struct {
 	done     chan struct{}
 }
 
-// Enabled implements Services: the namespace test double has no boot to start at.
-func (s *netnsKeepalived) Enabled(context.Context, string) (bool, error) { return true, nil }
-
 func (s *netnsKeepalived) Active(context.Context, string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

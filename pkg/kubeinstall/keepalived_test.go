@@ -115,12 +115,11 @@ func containsLine(lines []string, want string) bool {
 // fakeServices is a test double for systemd where no process is wanted: it records
 // restarts and reports a restarted unit active.
 type fakeServices struct {
-	active, enabled bool
-	restarts        int
+	active   bool
+	restarts int
 }
 
-func (s *fakeServices) Active(context.Context, string) (bool, error)  { return s.active, nil }
-func (s *fakeServices) Enabled(context.Context, string) (bool, error) { return s.enabled, nil }
+func (s *fakeServices) Active(context.Context, string) (bool, error) { return s.active, nil }
 func (s *fakeServices) Restart(context.Context, string) error {
 	s.restarts++
 	s.active = true

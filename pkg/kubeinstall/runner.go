@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-
-	"github.com/plinth-dev/plinth/pkg/systemd"
 )
 
 // Runner runs a host command; tests record or redirect them.
@@ -46,38 +44,29 @@ func tail(s string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// Services manages the units Plinth installs (the etcd member, keepalived, kubelet).
+// Services manages the units Plinth installs (the etcd member).
 type Services interface {
 	// Active reports whether unit is running.
 	Active(ctx context.Context, unit string) (bool, error)
-	// Enabled reports whether unit is enabled, i.e. starts at boot.
-	Enabled(ctx context.Context, unit string) (bool, error)
 	// Restart reloads unit files, enables unit and restarts it without waiting for
 	// it to be ready (a first etcd member waits for its peers).
 	Restart(ctx context.Context, unit string) error
 }
 
-// Systemd asks systemd about units over D-Bus (pkg/systemd: drift passes ask every
-// minute, and a systemctl process costs ~15 ms of CPU) and changes them with
-// systemctl through Run, whose command lines step results show.
+// Systemd manages units with systemctl.
 type Systemd struct{ Run Runner }
 
 // Active implements Services.
 func (s Systemd) Active(ctx context.Context, unit string) (bool, error) {
-	state, err := systemd.ActiveState(ctx, unit)
-	if err != nil {
-		return false, err
+	out, err := s.Run.Run(ctx, nil, "systemctl", "is-active", unit)
+	state := strings.TrimSpace(string(out))
+	switch {
+	case err == nil:
+		return true, nil
+	case state == "inactive" || state == "failed" || state == "activating" || state == "unknown":
+		return false, nil
 	}
-	return systemd.IsActive(state), nil
-}
-
-// Enabled implements Services.
-func (s Systemd) Enabled(ctx context.Context, unit string) (bool, error) {
-	state, err := systemd.UnitFileState(ctx, unit)
-	if err != nil {
-		return false, err
-	}
-	return state == "enabled", nil
+	return false, fmt.Errorf("systemctl is-active %s: %w", unit, err)
 }
 
 // Restart implements Services.
