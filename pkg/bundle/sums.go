@@ -36,7 +36,7 @@ func parseSums(data []byte) (map[string]string, error) {
 		} else {
 			ok = false
 		}
-		if !ok || !sha256RE.MatchString(hex) {
+		if !ok || !sha256RE().MatchString(hex) {
 			return nil, fmt.Errorf("line %d: %q is not `<64 hex digits>  <path>`", n, clip(line))
 		}
 		if err := checkPath(p); err != nil {
