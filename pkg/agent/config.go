@@ -136,7 +136,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Layout of StateDir.
+// Layout of StateDir; its identity file, agent.json, is pkg/agentid's.
 const (
 	pkiDir     = "pki"
 	renewDir   = "renew" // under pki: a renewed bundle staged before it replaces the old

@@ -81,7 +81,7 @@ func TestAgentLinksNoCoordinator(t *testing.T) {
 				if root == "github.com/plinth-dev/plinth/cmd/drivers" && matches(pkg, cephOnly) {
 					return true
 				}
-				if isDrivers && slices.ContainsFunc(agentOnly, func(p string) bool { return pkg == p || strings.HasPrefix(pkg, p+"/") }) {
+				if isDrivers && matches(pkg, agentOnly) {
 					return true
 				}
 				return isForbidden(pkg) || (!isDrivers && matches(pkg, drivers) && !slices.Contains(driverContracts, pkg))
@@ -126,9 +126,16 @@ func listDeps(t *testing.T, goBin, root string) map[string][]string {
 
 func isForbidden(pkg string) bool { return matches(pkg, forbidden) }
 
-// matches reports whether pkg is, or starts with, one of prefixes.
+// matches reports whether pkg is one of prefixes or lies under one: a prefix ending
+// in "/" names a tree, any other a package and the packages below it, so pkg/agent
+// does not take in pkg/agentid.
 func matches(pkg string, prefixes []string) bool {
-	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(pkg, p) })
+	return slices.ContainsFunc(prefixes, func(p string) bool {
+		if strings.HasSuffix(p, "/") {
+			return strings.HasPrefix(pkg, p)
+		}
+		return pkg == p || strings.HasPrefix(pkg, p+"/")
+	})
 }
 
 // chain is one import path from root to pkg, for the failure message.
