@@ -15,7 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/plinth-dev/plinth/internal/poll"
@@ -39,13 +43,13 @@ func TestAgainstRealAPIServer(t *testing.T) {
 		c.kubeadmOK("init", "phase", "bootstrap-token", "--config", c.config, "--kubeconfig", super)
 		ctx := c.ctx()
 		id := tokenID(c.nc.in.Token)
-		if ok, err := secretExists(ctx, c.admin, tokenSecret(id)); !ok || err != nil {
+		if ok, err := secretExists(ctx, c.api, tokenSecret(id)); !ok || err != nil {
 			t.Fatalf("bootstrap token %s not in the cluster: %v", id, err)
 		}
-		if ok, err := secretExists(ctx, c.admin, "kubeadm-certs"); !ok || err != nil {
+		if ok, err := secretExists(ctx, c.api, "kubeadm-certs"); !ok || err != nil {
 			t.Fatalf("kubeadm-certs not uploaded: %v", err)
 		}
-		ids, err := plinthTokens(ctx, c.admin)
+		ids, err := plinthTokens(ctx, c.api)
 		if err != nil || len(ids) != 1 || ids[0] != id {
 			t.Fatalf("Plinth's tokens = %v %v, want [%s]", ids, err, id)
 		}
@@ -203,6 +207,98 @@ func TestAgainstRealAPIServer(t *testing.T) {
 
 	t.Run("flannel manifest", func(t *testing.T) { testFlannelApply(t, c) })
 	t.Run("cluster health", func(t *testing.T) { testHealth(t, c) })
+	t.Run("Plinth's API client", func(t *testing.T) { testAPIClient(t, c) })
+}
+
+// testAPIClient checks restAPI and kinds, the drivers' own client, against what the
+// API server and client-go's clientset say.
+func testAPIClient(t *testing.T, c *apiCluster) {
+	ctx := c.ctx()
+	const name = "api-client-node"
+	if _, err := c.api.Node(ctx, name); !apierrors.IsNotFound(err) {
+		t.Fatalf("a missing node must be NotFound: %v", err)
+	}
+	if _, err := c.admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.api.PatchNode(ctx, name, []byte(`{"metadata":{"labels":{"plinth.dev/t":"1"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.api.Node(ctx, name)
+	if err != nil || n.Labels["plinth.dev/t"] != "1" {
+		t.Fatalf("patched label not read back: %v %v", n.Labels, err)
+	}
+	stale := n.DeepCopy()
+	n.Spec.Taints = []corev1.Taint{{Key: "plinth.dev/t", Effect: corev1.TaintEffectNoSchedule}}
+	if err := c.api.UpdateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.api.UpdateNode(ctx, stale); !apierrors.IsConflict(err) {
+		t.Fatalf("an update from a stale read must be a Conflict: %v", err)
+	}
+	got, err := c.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || len(got.Spec.Taints) != 1 {
+		t.Fatalf("update not written: %+v %v", got.Spec, err)
+	}
+	nodes, err := c.api.Nodes(ctx)
+	if err != nil || !slices.ContainsFunc(nodes, func(n corev1.Node) bool { return n.Name == name }) {
+		t.Fatalf("node list misses %s: %v", name, err)
+	}
+
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api-client-secret", Namespace: metav1.NamespaceSystem}, Type: "plinth.dev/test"}
+	if _, err := c.admin.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.api.Secrets(ctx, "type=plinth.dev/test")
+	if err != nil || len(list) != 1 || list[0].Name != sec.Name {
+		t.Fatalf("field selector: %v %v", list, err)
+	}
+	if err := c.api.DeleteSecret(ctx, sec.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.api.Secret(ctx, sec.Name); !apierrors.IsNotFound(err) {
+		t.Fatalf("a deleted secret must be NotFound: %v", err)
+	}
+	if err := c.api.DeleteSecret(ctx, sec.Name); !apierrors.IsNotFound(err) {
+		t.Fatalf("deleting a missing secret must be NotFound: %v", err)
+	}
+
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.super)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := newKinds(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		gvk        schema.GroupVersionKind
+		resource   string
+		namespaced bool
+	}{
+		{schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "namespaces", false},
+		{schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "pods", true}, // not pods/status
+		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, "daemonsets", true},
+		{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, "clusterroles", false},
+	} {
+		gvr, ns, err := k.mapping(ctx, tc.gvk)
+		if err != nil || gvr != tc.gvk.GroupVersion().WithResource(tc.resource) || ns != tc.namespaced {
+			t.Errorf("%s: %v namespaced=%v %v, want %s namespaced=%v", tc.gvk, gvr, ns, err, tc.resource, tc.namespaced)
+		}
+	}
+	for _, gvk := range []schema.GroupVersionKind{
+		{Group: "crd.projectcalico.org", Version: "v1", Kind: "NoSuchKind"}, // group not served
+		{Group: "apps", Version: "v1", Kind: "NoSuchKind"},                  // kind not in a served group
+		{Group: "apps", Version: "v9", Kind: "DaemonSet"},                   // version not served
+	} {
+		if _, _, err := k.mapping(ctx, gvk); !meta.IsNoMatchError(err) {
+			t.Errorf("%s: want no match, got %v", gvk, err)
+		}
+	}
 }
 
 // testHealth runs kube.health against the real API server, whose address on the veth

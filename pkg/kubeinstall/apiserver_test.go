@@ -18,6 +18,7 @@ import (
 	"crypto/tls"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
@@ -38,8 +39,9 @@ type apiCluster struct {
 	nc      nodeConfigs
 	sec     *secrets
 	opts    siteOpts
-	super   []byte // super-admin.conf
-	admin   kubernetes.Interface
+	super   []byte               // super-admin.conf
+	admin   kubernetes.Interface // client-go's clientset, to set up and inspect
+	api     API                  // Plinth's own client, as the drivers build it
 }
 
 func (c *apiCluster) vip() string { return c.net + ".10" }
@@ -112,7 +114,14 @@ func startAPICluster(t *testing.T) *apiCluster {
 	c.start("kube-controller-manager", kcm, "--kubeconfig", filepath.Join(kdir, "super-admin.conf"),
 		"--controllers", "bootstrapsigner,tokencleaner", "--leader-elect=false",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(ports[3]))
-	if c.admin, err = NewClient(c.super); err != nil {
+	if c.api, err = NewClient(c.super); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(c.super)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.admin, err = kubernetes.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return c

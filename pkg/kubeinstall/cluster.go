@@ -9,25 +9,23 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// ClientFunc builds a clientset from a kubeconfig's bytes; tests substitute a fake.
-type ClientFunc func(kubeconfig []byte) (kubernetes.Interface, error)
+// ClientFunc builds an API client from a kubeconfig's bytes; tests substitute a fake.
+type ClientFunc func(kubeconfig []byte) (API, error)
 
 // WithClients replaces how the drivers reach the API server.
 func WithClients(f ClientFunc) Option { return func(o *options) { o.clients = f } }
 
-// reuseClients returns f, building one clientset per kubeconfig for the life of the
+// reuseClients returns f, building one client per kubeconfig for the life of the
 // process: a drift pass on the first controller checks one kube.labels step per
-// node with the same kubeconfig, and a clientset costs about 0.2 ms and 1,500
-// allocations to build (its ~50 API groups). Errors are not kept.
+// node with the same kubeconfig, and each client would parse it, load its
+// certificates and open its own connections. Errors are not kept.
 func reuseClients(f ClientFunc) ClientFunc {
 	var mu sync.Mutex
-	built := map[string]kubernetes.Interface{}
-	return func(kubeconfig []byte) (kubernetes.Interface, error) {
+	built := map[string]API{}
+	return func(kubeconfig []byte) (API, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if c, ok := built[string(kubeconfig)]; ok {
@@ -42,21 +40,21 @@ func reuseClients(f ClientFunc) ClientFunc {
 	}
 }
 
-// NewClient builds a clientset from kubeconfig bytes with short timeouts, so a step
-// observing a dead control plane fails fast and retries.
-func NewClient(kubeconfig []byte) (kubernetes.Interface, error) {
+// NewClient builds an API client from kubeconfig bytes with short timeouts, so a
+// step observing a dead control plane fails fast and retries.
+func NewClient(kubeconfig []byte) (API, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.Timeout = 10 * time.Second
 	cfg.UserAgent = "plinth-agent"
-	return kubernetes.NewForConfig(cfg)
+	return newRESTAPI(cfg, nil)
 }
 
 // nodeRegistered reports whether the Node exists.
-func nodeRegistered(ctx context.Context, c kubernetes.Interface, name string) (bool, error) {
-	_, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+func nodeRegistered(ctx context.Context, c API, name string) (bool, error) {
+	_, err := c.Node(ctx, name)
 	switch {
 	case err == nil:
 		return true, nil
@@ -76,8 +74,8 @@ func tokenID(token string) string {
 }
 
 // secretExists reports whether kube-system/name exists.
-func secretExists(ctx context.Context, c kubernetes.Interface, name string) (bool, error) {
-	_, err := c.CoreV1().Secrets("kube-system").Get(ctx, name, metav1.GetOptions{})
+func secretExists(ctx context.Context, c API, name string) (bool, error) {
+	_, err := c.Secret(ctx, name)
 	switch {
 	case err == nil:
 		return true, nil
@@ -88,13 +86,13 @@ func secretExists(ctx context.Context, c kubernetes.Interface, name string) (boo
 }
 
 // plinthTokens lists the IDs of the bootstrap tokens Plinth created.
-func plinthTokens(ctx context.Context, c kubernetes.Interface) ([]string, error) {
-	list, err := c.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+func plinthTokens(ctx context.Context, c API) ([]string, error) {
+	list, err := c.Secrets(ctx, "type="+string(corev1.SecretTypeBootstrapToken))
 	if err != nil {
 		return nil, fmt.Errorf("list bootstrap tokens: %w", err)
 	}
 	var ids []string
-	for _, s := range list.Items {
+	for _, s := range list {
 		if string(s.Data["description"]) == TokenDescription {
 			ids = append(ids, string(s.Data["token-id"]))
 		}
@@ -102,8 +100,8 @@ func plinthTokens(ctx context.Context, c kubernetes.Interface) ([]string, error)
 	return ids, nil
 }
 
-func deleteSecret(ctx context.Context, c kubernetes.Interface, name string) error {
-	err := c.CoreV1().Secrets("kube-system").Delete(ctx, name, metav1.DeleteOptions{})
+func deleteSecret(ctx context.Context, c API, name string) error {
+	err := c.DeleteSecret(ctx, name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete secret kube-system/%s: %w", name, err)
 	}

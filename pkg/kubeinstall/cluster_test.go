@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -12,12 +11,12 @@ import (
 func TestReuseClients(t *testing.T) {
 	built := 0
 	fail := true
-	f := reuseClients(func(kc []byte) (kubernetes.Interface, error) {
+	f := reuseClients(func(kc []byte) (API, error) {
 		built++
 		if string(kc) == "bad" && fail {
 			return nil, errors.New("bad kubeconfig")
 		}
-		return fake.NewClientset(), nil
+		return clientsetAPI{fake.NewClientset()}, nil
 	})
 	a1, _ := f([]byte("admin"))
 	a2, _ := f([]byte("admin"))

@@ -18,11 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -145,8 +142,8 @@ func objName(o *unstructured.Unstructured) string {
 
 // applier applies objects of any kind, learning new kinds (CRDs) as they appear.
 type applier struct {
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	dyn   dynamic.Interface
+	kinds *kinds
 }
 
 func newApplier(kubeconfig []byte) (*applier, error) {
@@ -159,36 +156,39 @@ func newApplier(kubeconfig []byte) (*applier, error) {
 }
 
 func newApplierForConfig(cfg *rest.Config) (*applier, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	k, err := newKinds(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &applier{dyn: dyn, kinds: k}, nil
 }
 
-func (a *applier) resource(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvk := obj.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+func (a *applier) resource(ctx context.Context, obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvr, namespaced, err := a.kinds.mapping(ctx, obj.GroupVersionKind())
 	if err != nil {
 		return nil, err
 	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+	if namespaced {
 		ns := obj.GetNamespace()
 		if ns == "" {
-			ns = "default"
+			ns = metav1.NamespaceDefault
 		}
-		return a.dyn.Resource(m.Resource).Namespace(ns), nil
+		return a.dyn.Resource(gvr).Namespace(ns), nil
 	}
-	return a.dyn.Resource(m.Resource), nil
+	return a.dyn.Resource(gvr), nil
 }
 
 // state is "create", "update" or "" (in sync) for obj.
 func (a *applier) state(ctx context.Context, obj *unstructured.Unstructured) (string, error) {
-	ri, err := a.resource(obj)
+	ri, err := a.resource(ctx, obj)
 	if meta.IsNoMatchError(err) {
 		return "create", nil // its CRD comes earlier in the same manifest
 	}
@@ -216,9 +216,9 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ri, err := a.resource(obj)
+		ri, err := a.resource(ctx, obj)
 		if meta.IsNoMatchError(err) && time.Now().Before(deadline) {
-			a.mapper.Reset()
+			a.kinds.forget(obj.GroupVersionKind().GroupVersion())
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

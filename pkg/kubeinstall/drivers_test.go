@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -49,6 +50,48 @@ func (r *fakeRunner) take() []string {
 	return out
 }
 
+// clientsetAPI is API over a client-go clientset, for tests: over client-go's fake
+// clientset in the drivers' unit tests, over a real one to check what restAPI does.
+type clientsetAPI struct{ cs kubernetes.Interface }
+
+func (a clientsetAPI) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	return a.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a clientsetAPI) Nodes(ctx context.Context) ([]corev1.Node, error) {
+	l, err := a.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (a clientsetAPI) PatchNode(ctx context.Context, name string, patch []byte) error {
+	_, err := a.cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	return err
+}
+
+func (a clientsetAPI) UpdateNode(ctx context.Context, n *corev1.Node) error {
+	_, err := a.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
+}
+
+func (a clientsetAPI) Secret(ctx context.Context, name string) (*corev1.Secret, error) {
+	return a.cs.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a clientsetAPI) Secrets(ctx context.Context, sel string) ([]corev1.Secret, error) {
+	l, err := a.cs.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (a clientsetAPI) DeleteSecret(ctx context.Context, name string) error {
+	return a.cs.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
 // host is a fake host: a root directory, a fake cluster and a fake kubeadm.
 type fakeHost struct {
 	t    *testing.T
@@ -63,7 +106,7 @@ func newFakeHost(t *testing.T) *fakeHost {
 	h := &fakeHost{t: t, root: t.TempDir(), cs: fake.NewClientset(), run: &fakeRunner{effects: map[string]func() error{}}}
 	h.p = Paths{Root: h.root}
 	h.opts = []Option{WithRoot(h.root), WithRunner(h.run),
-		WithClients(func([]byte) (kubernetes.Interface, error) { return h.cs, nil })}
+		WithClients(func([]byte) (API, error) { return clientsetAPI{h.cs}, nil })}
 	return h
 }
 

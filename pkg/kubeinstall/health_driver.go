@@ -10,8 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -108,19 +106,19 @@ func (d *HealthDriver) check(ctx context.Context, in kubespec.HealthInputs) ([]s
 	if err := readyz(ctx, hc, in.Endpoint); err != nil {
 		return []string{fmt.Sprintf("API not reachable through %s: %v", via, err)}, nil
 	}
-	c, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	c, err := newRESTAPI(cfg, hc)
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.health: %w", err))
 	}
 	lctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	list, err := c.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
+	list, err := c.Nodes(lctx)
 	if err != nil {
 		return []string{fmt.Sprintf("cannot list nodes through %s: %v", via, err)}, nil
 	}
 	nodes := map[string]*corev1.Node{}
-	for i := range list.Items {
-		nodes[list.Items[i].Name] = &list.Items[i]
+	for i := range list {
+		nodes[list[i].Name] = &list[i]
 	}
 	var problems []string
 	for _, name := range in.Nodes {

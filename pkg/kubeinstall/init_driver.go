@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/certs"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
@@ -104,7 +102,7 @@ func (d *InitDriver) init(ctx context.Context) error {
 
 // upkeep keeps the join credentials available for nodes that have yet to join and
 // removes the tokens a rotation replaced.
-func (d *InitDriver) upkeep(ctx context.Context, c kubernetes.Interface, in kubespec.InitInputs) ([]driver.Change, error) {
+func (d *InitDriver) upkeep(ctx context.Context, c API, in kubespec.InitInputs) ([]driver.Change, error) {
 	var pending, pendingCP []string
 	for _, n := range append(append([]string(nil), in.ControlPlanes...), in.Workers...) {
 		ok, err := nodeRegistered(ctx, c, n)

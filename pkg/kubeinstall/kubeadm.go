@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/plinth-dev/plinth/pkg/driver"
 	"github.com/plinth-dev/plinth/pkg/kubeinstall/kubespec"
 )
@@ -125,7 +123,7 @@ func (o *options) need(bin string) error {
 }
 
 // client reaches the API server with a kubeconfig from the host.
-func (o *options) client(path string) (kubernetes.Interface, error) {
+func (o *options) client(path string) (API, error) {
 	kc, err := o.readKubeconfig(path)
 	if err != nil {
 		return nil, err

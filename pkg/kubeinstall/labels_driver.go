@@ -9,9 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/plinth-dev/plinth/pkg/driver"
@@ -47,7 +44,7 @@ func (d *LabelsDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 	if err != nil {
 		return nil, driver.Permanent(fmt.Errorf("kube.labels: %w", err))
 	}
-	node, err := c.CoreV1().Nodes().Get(ctx, in.Node, metav1.GetOptions{})
+	node, err := c.Node(ctx, in.Node)
 	if err != nil {
 		return nil, fmt.Errorf("kube.labels: node %s: %w", in.Node, err)
 	}
@@ -55,7 +52,7 @@ func (d *LabelsDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.
 }
 
 // nodeChanges compares a Node with the inputs; each change patches the Node.
-func nodeChanges(c kubernetes.Interface, node *corev1.Node, in kubespec.LabelsInputs) []driver.Change {
+func nodeChanges(c API, node *corev1.Node, in kubespec.LabelsInputs) []driver.Change {
 	var cs []driver.Change
 	// Taints first: the ownership annotation changes last, so a crash in between
 	// still knows which taints are Plinth's to remove.
@@ -100,8 +97,7 @@ func nodeChanges(c kubernetes.Interface, node *corev1.Node, in kubespec.LabelsIn
 				if err != nil {
 					return err
 				}
-				_, err = c.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: "plinth"})
-				return err
+				return c.PatchNode(ctx, node.Name, b)
 			}})
 	}
 	return cs
@@ -143,15 +139,14 @@ func wantTaints(cur []corev1.Taint, desired []kubespec.Taint, owned []string) ([
 }
 
 // setTaints recomputes against the live Node on every conflict.
-func setTaints(ctx context.Context, c kubernetes.Interface, name string, desired []kubespec.Taint, owned []string) error {
+func setTaints(ctx context.Context, c API, name string, desired []kubespec.Taint, owned []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		n, err := c.Node(ctx, name)
 		if err != nil {
 			return err
 		}
 		n.Spec.Taints, _ = wantTaints(n.Spec.Taints, desired, owned)
-		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: "plinth"})
-		return err
+		return c.UpdateNode(ctx, n)
 	})
 }
 
