@@ -53,10 +53,15 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 	d := NewBinariesDriver(state, bundle.DefaultRoot, h.opts...)
 	in := kubespec.BinariesInputs{Bundle: "1.0", SHA256: sum, Binaries: []string{"kubeadm", "kubectl", "kubelet"}, CNIPlugins: true, Kubelet: true}
 	raw, _ := json.Marshal(in)
-	res := driver.Run(context.Background(), d, raw)
-	// The systemctl test double reports nothing enabled, so "enable" is re-planned on
-	// verify; everything file-based must be settled after the first pass.
-	if !strings.Contains(res.Error, "still differs after apply: enable kubelet.service") {
+	// The runner double makes the link `systemctl enable` makes.
+	wants := h.p.Join("/etc/systemd/system/multi-user.target.wants/kubelet.service")
+	h.run.effects["systemctl enable kubelet.service"] = func() error {
+		if err := os.MkdirAll(filepath.Dir(wants), 0o755); err != nil {
+			return err
+		}
+		return os.Symlink("/etc/systemd/system/kubelet.service", wants)
+	}
+	if res := driver.Run(context.Background(), d, raw); !res.OK() {
 		t.Fatalf("first run: %+v", res)
 	}
 	for p, want := range map[string]string{"/usr/local/bin/kubelet": "kubelet-1", "/opt/cni/bin/bridge": "bridge-1"} {
@@ -74,23 +79,36 @@ func TestBinariesDriverInstallsFromBundleAndIsIdempotent(t *testing.T) {
 	}
 	// A new process (each drift pass is one) finds the installed files' sums in the
 	// driver's state instead of reading the files again, once the files are old
-	// enough for their version to say they are unchanged (pkg/filememo).
-	enabled := &enabledRunner{fakeRunner: h.run}
+	// enough for their version to say they are unchanged (pkg/filememo), and asks
+	// systemctl nothing.
 	time.Sleep(2100 * time.Millisecond)
 	for pass, wantHashed := range []int64{4, 0} {
-		d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
+		d = NewBinariesDriver(state, bundle.DefaultRoot, h.opts...)
 		if cs, err := d.Diff(context.Background(), raw); err != nil || len(cs) != 0 {
 			t.Fatalf("diff %d: %v %v", pass, driver.Summaries(cs), err)
 		}
 		if n := d.hashed.Load(); n != wantHashed {
 			t.Fatalf("drift check %d of unchanged files hashed %d of them, want %d", pass, n, wantHashed)
 		}
+		if cmds := h.run.take(); len(cmds) != 0 {
+			t.Fatalf("drift check %d ran %q", pass, cmds)
+		}
+	}
+	// kubelet disabled behind the driver's back is enabled again.
+	if err := os.Remove(wants); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := d.Diff(context.Background(), raw); err != nil || driver.Summaries(cs) != "enable kubelet.service" {
+		t.Fatalf("diff with kubelet disabled: %v %v", driver.Summaries(cs), err)
+	}
+	if res := driver.Run(context.Background(), d, raw); !res.OK() {
+		t.Fatalf("enable again: %+v", res)
 	}
 	// A file changed behind the driver's back is read again, and found.
 	if err := os.WriteFile(h.p.Join("/usr/local/bin/kubectl"), []byte("kubectl-X"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d = NewBinariesDriver(state, bundle.DefaultRoot, append(h.opts, WithRunner(enabled))...)
+	d = NewBinariesDriver(state, bundle.DefaultRoot, h.opts...)
 	if cs, err := d.Diff(context.Background(), raw); err != nil || len(cs) != 1 || !strings.HasPrefix(cs[0].Summary, "replace kubectl") || d.hashed.Load() != 1 {
 		t.Fatalf("diff after kubectl changed: %v %v (hashed %d)", driver.Summaries(cs), err, d.hashed.Load())
 	}
@@ -154,14 +172,4 @@ func TestBinariesDriverRefusesBadBundles(t *testing.T) {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// enabledRunner is the fakeRunner test double with kubelet reported enabled.
-type enabledRunner struct{ *fakeRunner }
-
-func (r *enabledRunner) Run(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
-	if name == "systemctl" && len(args) > 0 && args[0] == "is-enabled" {
-		return []byte("enabled\n"), nil
-	}
-	return r.fakeRunner.Run(ctx, env, name, args...)
 }
