@@ -45,6 +45,24 @@ func criHasImage(ctx context.Context, conn *grpc.ClientConn, ref string) (bool, 
 	return resp.Image != nil, nil
 }
 
+// criImageNames is every repo tag and repo digest the CRI lists.
+func criImageNames(ctx context.Context, conn *grpc.ClientConn) (map[string]bool, error) {
+	resp, err := runtimeapi.NewImageServiceClient(conn).ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("containerd: CRI list images: %w", err)
+	}
+	names := map[string]bool{}
+	for _, img := range resp.Images {
+		for _, n := range img.RepoTags {
+			names[n] = true
+		}
+		for _, n := range img.RepoDigests {
+			names[n] = true
+		}
+	}
+	return names, nil
+}
+
 // waitReady polls check until it succeeds or timeout passes.
 func waitReady(ctx context.Context, check func(context.Context) error, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)

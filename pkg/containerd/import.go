@@ -18,6 +18,7 @@ import (
 	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
+	"github.com/opencontainers/image-spec/identity"
 	"google.golang.org/grpc"
 
 	"github.com/plinth-dev/plinth/pkg/bundle"
@@ -32,6 +33,12 @@ import (
 const (
 	labelArchive = "plinth.dev/image-archive"
 	labelTarget  = "plinth.dev/image-target"
+	// labelChain is the chain ID of the image's unpacked rootfs, so a check asks the
+	// snapshotter for it at once instead of reading the index, manifest and config
+	// from the content store to work it out (IsUnpacked). It is derived from the
+	// target, which labelTarget pins; images labelled before it existed are checked
+	// the long way.
+	labelChain = "plinth.dev/image-chain"
 )
 
 // ImportDriver executes images.import steps.
@@ -95,9 +102,13 @@ func (d *ImportDriver) Diff(ctx context.Context, inputs json.RawMessage) ([]driv
 		return nil, err
 	}
 	defer conn.Close()
+	inv, err := takeInventory(ctx, c, conn)
+	if err != nil {
+		return nil, err
+	}
 	var changes []driver.Change
 	for i, a := range in.Archives {
-		reasons, err := d.check(ctx, c, conn, infos[i].Names, providers, in.Snapshotter)
+		reasons, err := d.check(ctx, c, conn, inv, infos[i].Names, providers, in.Snapshotter)
 		if err != nil {
 			return nil, err
 		}
@@ -176,29 +187,50 @@ func (d *ImportDriver) dial() (*containerd.Client, error) {
 	return c, nil
 }
 
+// inventory is what a check reads once for all archives: containerd's images and the
+// names the CRI lists, instead of one Get and one ImageStatus per image.
+type inventory struct {
+	images map[string]images.Image
+	cri    map[string]bool // repo tags and repo digests
+}
+
+func takeInventory(ctx context.Context, c *containerd.Client, conn *grpc.ClientConn) (inventory, error) {
+	imgs, err := c.ImageService().List(ctx)
+	if err != nil {
+		return inventory{}, fmt.Errorf("containerd: list images: %w", err)
+	}
+	inv := inventory{images: make(map[string]images.Image, len(imgs))}
+	for _, img := range imgs {
+		inv.images[img.Name] = img
+	}
+	if inv.cri, err = criImageNames(ctx, conn); err != nil {
+		return inventory{}, err
+	}
+	return inv, nil
+}
+
 // check returns why the images of one archive are not in sync; none means they are.
-func (d *ImportDriver) check(ctx context.Context, c *containerd.Client, conn *grpc.ClientConn, names []string, providers map[string][]string, snapshotter string) ([]string, error) {
+func (d *ImportDriver) check(ctx context.Context, c *containerd.Client, conn *grpc.ClientConn, inv inventory, names []string, providers map[string][]string, snapshotter string) ([]string, error) {
 	var reasons []string
 	for _, n := range names {
-		img, err := c.ImageService().Get(ctx, n)
-		switch {
-		case errdefs.IsNotFound(err):
+		img, ok := inv.images[n]
+		if !ok {
 			reasons = append(reasons, n+" missing")
 			continue
-		case err != nil:
-			return nil, fmt.Errorf("containerd: get image %s: %w", n, err)
 		}
 		if !slices.Contains(providers[n], img.Labels[labelArchive]) || img.Labels[labelTarget] != img.Target.Digest.String() {
 			reasons = append(reasons, n+" not from this archive")
 			continue
 		}
-		ok, err := containerd.NewImage(c, img).IsUnpacked(ctx, snapshotter)
+		ok, err := unpacked(ctx, c, img, snapshotter)
 		switch {
 		case err != nil:
 			reasons = append(reasons, fmt.Sprintf("%s incomplete (%v)", n, err))
 		case !ok:
 			reasons = append(reasons, n+" not unpacked for "+snapshotter)
+		case inv.cri[n]:
 		default:
+			// Not listed under this exact name: ask for it, as the kubelet would.
 			seen, err := criHasImage(ctx, conn, n)
 			if err != nil {
 				return nil, err
@@ -209,6 +241,23 @@ func (d *ImportDriver) check(ctx context.Context, c *containerd.Client, conn *gr
 		}
 	}
 	return reasons, nil
+}
+
+// unpacked reports whether img's rootfs is unpacked for the snapshotter: by the chain
+// ID finish recorded, or, for an image without one, the way containerd works it out.
+func unpacked(ctx context.Context, c *containerd.Client, img images.Image, snapshotter string) (bool, error) {
+	chain := img.Labels[labelChain]
+	if chain == "" {
+		return containerd.NewImage(c, img).IsUnpacked(ctx, snapshotter)
+	}
+	_, err := c.SnapshotService(snapshotter).Stat(ctx, chain)
+	switch {
+	case errdefs.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("snapshot %s: %w", chain, err)
+	}
+	return true, nil
 }
 
 // importer returns the Apply that imports one archive, unpacks its images and labels
@@ -262,12 +311,17 @@ func (d *ImportDriver) finish(ctx context.Context, c *containerd.Client, img ima
 			return fmt.Errorf("containerd: unpack %s for %s: %w", img.Name, snapshotter, err)
 		}
 	}
+	diffs, err := i.RootFS(ctx)
+	if err != nil {
+		return fmt.Errorf("containerd: rootfs of %s: %w", img.Name, err)
+	}
 	if img.Labels == nil {
 		img.Labels = map[string]string{}
 	}
 	img.Labels[labelArchive] = digest
 	img.Labels[labelTarget] = img.Target.Digest.String()
-	if _, err := c.ImageService().Update(ctx, img, "labels."+labelArchive, "labels."+labelTarget); err != nil {
+	img.Labels[labelChain] = identity.ChainID(diffs).String()
+	if _, err := c.ImageService().Update(ctx, img, "labels."+labelArchive, "labels."+labelTarget, "labels."+labelChain); err != nil {
 		return fmt.Errorf("containerd: label %s: %w", img.Name, err)
 	}
 	return nil

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/opencontainers/image-spec/identity"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/plinth-dev/plinth/pkg/bundle"
@@ -81,6 +83,47 @@ func TestDaemonImportWithRoot(t *testing.T) {
 		t.Fatalf("re-import: changes %q, error %q; want none", res.Changes, res.Error)
 	}
 
+	// Each image records its unpacked rootfs's chain ID, the one containerd works out.
+	c, err := containerd.New(d.paths.Address, containerd.WithDefaultNamespace(containerdspec.Namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	app1, err := c.ImageService().Get(ctx, "registry.local/plinth/app:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := containerd.NewImage(c, app1).RootFS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := app1.Labels[labelChain], identity.ChainID(diffs).String(); got != want {
+		t.Fatalf("chain label %q, want %q", got, want)
+	}
+	// An image labelled before the chain ID was recorded is checked the long way.
+	delete(app1.Labels, labelChain)
+	if _, err := c.ImageService().Update(ctx, app1, "labels."+labelChain); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := driver.Check(ctx, NewImportDriver(state, d.options()...), mustJSON(t, in)); err != nil || len(drift) != 0 {
+		t.Fatalf("an image without a chain label: drift %q, %v; want none", drift, err)
+	}
+	// A snapshot removed behind Plinth's back: the image is unpacked again.
+	oci1, err := c.ImageService().Get(ctx, "registry.local/plinth/oci:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SnapshotService("overlayfs").Remove(ctx, oci1.Labels[labelChain]); err != nil {
+		t.Fatal(err)
+	}
+	drift, err := driver.Check(ctx, NewImportDriver(state, d.options()...), mustJSON(t, in))
+	if err != nil || len(drift) != 1 || !strings.Contains(drift[0], "registry.local/plinth/oci:1 not unpacked for overlayfs") {
+		t.Fatalf("drift = %q, %v; want the OCI image not unpacked", drift, err)
+	}
+	if res := driver.Run(ctx, id, mustJSON(t, in)); !res.OK() || len(res.Changes) != 1 {
+		t.Fatalf("unpack again: changes %q, error %q", res.Changes, res.Error)
+	}
+
 	// Drift: an image removed behind Plinth's back comes back from its archive.
 	if _, err := is.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: "registry.local/plinth/app:1"}}); err != nil {
 		t.Fatal(err)
@@ -88,7 +131,7 @@ func TestDaemonImportWithRoot(t *testing.T) {
 	// The drift check runs in a new process, as every drift pass does: it finds
 	// the archives' digests and names in the driver's state, without reading them.
 	fresh := NewImportDriver(state, d.options()...)
-	drift, err := driver.Check(ctx, fresh, mustJSON(t, in))
+	drift, err = driver.Check(ctx, fresh, mustJSON(t, in))
 	if err != nil || len(drift) != 1 || !strings.Contains(drift[0], "registry.local/plinth/app:1 missing") {
 		t.Fatalf("drift = %q, %v; want the missing app image", drift, err)
 	}
