@@ -20,8 +20,8 @@ func WithClients(f ClientFunc) Option { return func(o *options) { o.clients = f 
 
 // reuseClients returns f, building one client per kubeconfig for the life of the
 // process: a drift pass on the first controller checks one kube.labels step per
-// node with the same kubeconfig, and each client would parse it, load its
-// certificates and open its own connections. Errors are not kept.
+// node with the same kubeconfig, which each client would parse and whose
+// certificates it would load again. Errors are not kept.
 func reuseClients(f ClientFunc) ClientFunc {
 	var mu sync.Mutex
 	built := map[string]API{}

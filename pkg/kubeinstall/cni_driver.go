@@ -230,7 +230,7 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured) err
 			return fmt.Errorf("%s %s: %w", obj.GetKind(), objName(obj), err)
 		}
 		force := true
-		_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "plinth", Force: &force})
+		_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
 		if err != nil {
 			return fmt.Errorf("apply %s %s: %w", obj.GetKind(), objName(obj), err)
 		}
