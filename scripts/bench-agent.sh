@@ -4,7 +4,9 @@
 # last commit whose agent linked every driver), both enrolled with one coordinator on
 # loopback, each converging a real host.sysctl step (this machine's own value, so it
 # changes nothing) and then left idle. Prints binary sizes, RSS (now and peak) and
-# CPU (the agent and the drivers processes it waited for) per agent, and the ratio.
+# CPU (the agent and the drivers processes it waited for) per agent, and the ratio;
+# for agents with drivers programs, the drift passes in the window, the CPU of one,
+# and the agent's CPU at one pass a minute.
 # bench/gossipfill fills the gossip pool up to FILL+3 members (default 50, a site's
 # size), so each agent is probed and pinged as often as on a site: probes spread over
 # a pool's members, and among three an agent would get a third of all of them.
@@ -83,10 +85,30 @@ EOF
 done
 "$C" --identity "$ID" apply -f "$work/site.yaml" >/dev/null
 
+# An agent with drivers programs runs them through a counting wrapper (a sh script that
+# appends a line per drift pass, then execs the program), so the window's drift passes
+# are counted: at 60 s a window holds two or three, and a pass costs far more than the
+# agent does between passes. The wrapper's sh adds about a millisecond a pass.
+counting() {
+  mkdir -p "$work/$1/counted"
+  cat >"$work/$1/counted/plinth-drivers" <<EOF
+#!/bin/sh
+for a in "\$@"; do last=\$a; done
+[ "\$last" = check ] && echo >>"$work/$1/counted/passes"
+exec "$work/$1/plinth-drivers" "\$@"
+EOF
+  chmod +x "$work/$1/counted/plinth-drivers"
+  ln -sf "$work/$1/plinth-drivers-ceph" "$work/$1/counted/plinth-drivers-ceph"
+  echo "--drivers $work/$1/counted/plinth-drivers"
+}
+passes() { if [ -f "$work/$1/counted/passes" ]; then wc -l <"$work/$1/counted/passes"; else echo 0; fi; }
 for n in new base; do
+  drv=
+  [ -f "$work/$n/plinth-drivers" ] && drv=$(counting "$n")
   tok=$("$C" --identity "$ID" node enroll "node-$n" --ttl 10m)
   printf '%s\n' "$tok" | "$work/$n/plinth-agent" join --state-dir "$work/state-$n" --coordinator "$join" --name "node-$n" --token-file - >/dev/null
-  "$work/$n/plinth-agent" run --state-dir "$work/state-$n" --gossip-addr "${addr[$n]}:$(port)" --log-level warn 2>"$work/agent-$n.log" &
+  # shellcheck disable=SC2086
+  "$work/$n/plinth-agent" run --state-dir "$work/state-$n" --gossip-addr "${addr[$n]}:$(port)" --log-level warn $drv 2>"$work/agent-$n.log" &
   pids+=($!)
   eval "pid_$n=$!"
 done
@@ -123,6 +145,7 @@ selfticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 csw() { awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {n+=$2} END {print n}' /proc/$1/task/*/status; }
 kib() { awk -v k="$2:" '$1==k {print $2}' "/proc/$1/status"; }
 hz=$(getconf CLK_TCK)
+p0_new=$(passes new) p0_base=$(passes base)
 t0_new=$(ticks "$pid_new") t0_base=$(ticks "$pid_base")
 s0_new=$(selfticks "$pid_new") s0_base=$(selfticks "$pid_base")
 w0_new=$(csw "$pid_new") w0_base=$(csw "$pid_base")
@@ -133,6 +156,7 @@ if [ -n "${PERF:-}" ]; then
 fi
 sleep "$IDLE"
 t1_new=$(ticks "$pid_new") t1_base=$(ticks "$pid_base")
+p1_new=$(passes new) p1_base=$(passes base)
 s1_new=$(selfticks "$pid_new") s1_base=$(selfticks "$pid_base")
 w1_new=$(csw "$pid_new") w1_base=$(csw "$pid_base")
 f1=$(selfticks "$pid_floor") fw1=$(csw "$pid_floor")
@@ -189,6 +213,17 @@ row "idle CPU, % of a core (+children)" "$bc %" "$nc %" "$(ratio "$bc" "$nc")"
 bsc=$(awk -v t=$((s1_base - s0_base)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 nsc=$(awk -v t=$((s1_new - s0_new)) -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.3f", 100*t/hz/s}')
 row "  of which the agent itself" "$bsc %" "$nsc %" "$(ratio "$bsc" "$nsc")"
+# The drift passes: how many fell in the window, the CPU of each (the drivers
+# processes the agent waited for, over the passes), and what the agent costs at one
+# pass a minute (its own share plus one pass's CPU every 60 s), which does not depend
+# on where the window's edges fell.
+bp=$((p1_base - p0_base)) np=$((p1_new - p0_new))
+row "  drift passes in the window" "$bp" "$np" ""
+perpass() { awk -v t="$1" -v s="$2" -v n="$3" -v hz="$hz" 'BEGIN {if (n > 0) printf "%.0f ms", 1000*(t-s)/hz/n; else print "-"}'; }
+row "  CPU per drift pass" "$(perpass $((t1_base - t0_base)) $((s1_base - s0_base)) "$bp")" "$(perpass $((t1_new - t0_new)) $((s1_new - s0_new)) "$np")" ""
+atmin() { awk -v t="$1" -v s="$2" -v n="$3" -v own="$4" -v hz="$hz" 'BEGIN {if (n > 0) printf "%.3f %%", own + 100*(t-s)/hz/n/60; else print "-"}'; }
+bm=$(atmin $((t1_base - t0_base)) $((s1_base - s0_base)) "$bp" "$bsc") nm=$(atmin $((t1_new - t0_new)) $((s1_new - s0_new)) "$np" "$nsc")
+row "  at one drift pass a minute" "$bm" "$nm" "$(ratio "${bm% %}" "${nm% %}")"
 bw=$(awk -v n=$((w1_base - w0_base)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
 nw=$(awk -v n=$((w1_new - w0_new)) -v s="$IDLE" 'BEGIN {printf "%.0f/s", n/s}')
 row "  agent's context switches" "$bw" "$nw" ""
