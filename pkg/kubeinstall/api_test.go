@@ -271,10 +271,11 @@ func testAPIClient(t *testing.T, c *apiCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := newKinds(cfg, hc)
+	rc, err := newCoreREST(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	k := newKinds(rc)
 	for _, tc := range []struct {
 		gvk        schema.GroupVersionKind
 		resource   string

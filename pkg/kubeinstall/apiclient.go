@@ -50,6 +50,15 @@ type restAPI struct{ rc *rest.RESTClient }
 // newRESTAPI builds an API from a REST config; hc, when not nil, is the HTTP client
 // to share.
 func newRESTAPI(cfg *rest.Config, hc *http.Client) (API, error) {
+	rc, err := newCoreREST(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return restAPI{rc: rc}, nil
+}
+
+// newCoreREST is a REST client for core/v1 (and, by AbsPath, any path the API serves).
+func newCoreREST(cfg *rest.Config, hc *http.Client) (*rest.RESTClient, error) {
 	codecs, err := coreCodecs()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes API client: %w", err)
@@ -70,7 +79,7 @@ func newRESTAPI(cfg *rest.Config, hc *http.Client) (API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes API client: %w", err)
 	}
-	return restAPI{rc: rc}, nil
+	return rc, nil
 }
 
 func (a restAPI) Node(ctx context.Context, name string) (*corev1.Node, error) {

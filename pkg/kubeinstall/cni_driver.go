@@ -160,7 +160,7 @@ func newApplierForConfig(cfg *rest.Config) (*applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := newKinds(cfg, hc)
+	rc, err := newCoreREST(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func newApplierForConfig(cfg *rest.Config) (*applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &applier{dyn: dyn, kinds: k}, nil
+	return &applier{dyn: dyn, kinds: newKinds(rc)}, nil
 }
 
 func (a *applier) resource(ctx context.Context, obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {

@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"path"
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,19 +20,14 @@ import (
 // links kubernetes/scheme into every drivers process); a CNI manifest uses three
 // or four group-versions.
 type kinds struct {
-	hc   *http.Client
-	base *url.URL
+	rc rest.Interface
 
 	mu sync.Mutex
 	gv map[schema.GroupVersion][]metav1.APIResource // nil: not served (yet)
 }
 
-func newKinds(cfg *rest.Config, hc *http.Client) (*kinds, error) {
-	base, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("API server address: %w", err)
-	}
-	return &kinds{hc: hc, base: base, gv: map[schema.GroupVersion][]metav1.APIResource{}}, nil
+func newKinds(rc rest.Interface) *kinds {
+	return &kinds{rc: rc, gv: map[schema.GroupVersion][]metav1.APIResource{}}
 }
 
 // mapping returns gvk's resource and whether it is namespaced. A kind the server does
@@ -71,31 +63,16 @@ func (k *kinds) forget(gv schema.GroupVersion) {
 
 // fetch reads one group-version's resource list; nil if the server does not serve it.
 func (k *kinds) fetch(ctx context.Context, gv schema.GroupVersion) ([]metav1.APIResource, error) {
-	u := *k.base
+	p := "/apis/" + gv.Group + "/" + gv.Version
 	if gv.Group == "" {
-		u.Path = path.Join(u.Path, "/api", gv.Version)
-	} else {
-		u.Path = path.Join(u.Path, "/apis", gv.Group, gv.Version)
+		p = "/api/" + gv.Version
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := k.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("discover %s: %w", gv, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("discover %s: %w", gv, err)
-	}
+	body, err := k.rc.Get().AbsPath(p).DoRaw(ctx)
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case apierrors.IsNotFound(err):
 		return nil, nil
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("discover %s: %s: %s", gv, resp.Status, strings.TrimSpace(string(body[:min(len(body), 200)])))
+	case err != nil:
+		return nil, fmt.Errorf("discover %s: %w", gv, err)
 	}
 	var l metav1.APIResourceList
 	if err := json.Unmarshal(body, &l); err != nil {
