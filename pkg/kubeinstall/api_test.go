@@ -218,8 +218,14 @@ func testAPIClient(t *testing.T, c *apiCluster) {
 	if _, err := c.api.Node(ctx, name); !apierrors.IsNotFound(err) {
 		t.Fatalf("a missing node must be NotFound: %v", err)
 	}
+	if ok, err := c.api.NodeExists(ctx, name); ok || err != nil {
+		t.Fatalf("a missing node must not exist, without an error: %v %v", ok, err)
+	}
 	if _, err := c.admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if ok, err := c.api.NodeExists(ctx, name); !ok || err != nil {
+		t.Fatalf("a created node must exist: %v %v", ok, err)
 	}
 	if err := c.api.PatchNode(ctx, name, []byte(`{"metadata":{"labels":{"plinth.dev/t":"1"}}}`)); err != nil {
 		t.Fatal(err)

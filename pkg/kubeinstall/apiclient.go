@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -21,6 +22,9 @@ import (
 // process, drift passes included, whether or not the process talks to a cluster.
 type API interface {
 	Node(ctx context.Context, name string) (*corev1.Node, error)
+	// NodeExists reports whether the Node is registered without decoding it: checks
+	// that only ask this run on every drift pass.
+	NodeExists(ctx context.Context, name string) (bool, error)
 	Nodes(ctx context.Context) ([]corev1.Node, error)
 	// PatchNode applies a JSON merge patch to the Node.
 	PatchNode(ctx context.Context, name string, mergePatch []byte) error
@@ -86,6 +90,17 @@ func (a restAPI) Node(ctx context.Context, name string) (*corev1.Node, error) {
 	n := &corev1.Node{}
 	err := a.rc.Get().Resource("nodes").Name(name).Do(ctx).Into(n)
 	return n, err
+}
+
+func (a restAPI) NodeExists(ctx context.Context, name string) (bool, error) {
+	err := a.rc.Get().Resource("nodes").Name(name).Do(ctx).Error()
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
 }
 
 func (a restAPI) Nodes(ctx context.Context) ([]corev1.Node, error) {

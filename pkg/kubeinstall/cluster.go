@@ -54,14 +54,11 @@ func NewClient(kubeconfig []byte) (API, error) {
 
 // nodeRegistered reports whether the Node exists.
 func nodeRegistered(ctx context.Context, c API, name string) (bool, error) {
-	_, err := c.Node(ctx, name)
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err):
-		return false, nil
+	ok, err := c.NodeExists(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("get node %s: %w", name, err)
 	}
-	return false, fmt.Errorf("get node %s: %w", name, err)
+	return ok, nil
 }
 
 // tokenSecret names the Secret that holds bootstrap token id.
