@@ -88,7 +88,7 @@ func (d *EtcdDriver) Diff(ctx context.Context, raw json.RawMessage) ([]driver.Ch
 		cs = append(cs, driver.Change{Summary: fmt.Sprintf("add member %s (%s) to the running etcd cluster", in.Member.Name, add),
 			Apply: func(ctx context.Context) error { return d.addMember(ctx, cl, in, add) }})
 	}
-	active, err := d.o.services.Active(ctx, etcdUnitName)
+	active, err := d.o.services.Running(ctx, etcdUnitName)
 	if err != nil {
 		return nil, err
 	}

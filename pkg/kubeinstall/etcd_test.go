@@ -44,6 +44,10 @@ func (s *procServices) Active(context.Context, string) (bool, error) {
 	}
 }
 
+func (s *procServices) Running(ctx context.Context, unit string) (bool, error) {
+	return s.Active(ctx, unit)
+}
+
 func (s *procServices) Restart(ctx context.Context, unit string) error {
 	s.stop()
 	s.mu.Lock()

@@ -169,7 +169,7 @@ func (d *VIPDriver) keepalived(ctx context.Context, in kubespec.VIPInputs) ([]dr
 				path, in.VIP, ifc, in.RouterID, in.Priority, orNone(in.Peers)),
 			Apply: func(context.Context) error { return writeFile(path, conf, 0o644) }})
 	}
-	active, err := d.o.services.Active(ctx, keepalivedUnit)
+	active, err := d.o.services.Running(ctx, keepalivedUnit)
 	if err != nil {
 		return nil, fmt.Errorf("kube.vip: %w", err)
 	}

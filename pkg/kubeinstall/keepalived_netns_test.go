@@ -43,6 +43,10 @@ func (s *netnsKeepalived) Active(context.Context, string) (bool, error) {
 	}
 }
 
+func (s *netnsKeepalived) Running(ctx context.Context, unit string) (bool, error) {
+	return s.Active(ctx, unit)
+}
+
 func (s *netnsKeepalived) Restart(context.Context, string) error {
 	s.kill()
 	conf := Paths{Root: s.root}.Join(keepalivedConf)

@@ -120,6 +120,9 @@ type fakeServices struct {
 }
 
 func (s *fakeServices) Active(context.Context, string) (bool, error) { return s.active, nil }
+func (s *fakeServices) Running(ctx context.Context, unit string) (bool, error) {
+	return s.Active(ctx, unit)
+}
 func (s *fakeServices) Restart(context.Context, string) error {
 	s.restarts++
 	s.active = true
