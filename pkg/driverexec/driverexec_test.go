@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,8 @@ func child(mode string) int {
 	case "old":
 		fmt.Println(`{"protocol":0,"kinds":["test.file"]}`)
 		return 0
+	case "procs":
+		fmt.Fprintf(os.Stderr, "%s on %d CPUs\n", op, runtime.GOMAXPROCS(0))
 	case "slow":
 		if op == OpRun {
 			// Stands for a driver that honours cancellation: exits on SIGTERM.
@@ -157,6 +160,36 @@ func TestRunAndCheckInAProcess(t *testing.T) {
 	}
 	if res := p.Run(ctx, "no.such", in); res.OK() || !strings.Contains(res.Error, "no driver for kind no.such") {
 		t.Fatalf("unknown kind: %+v", res)
+	}
+}
+
+// A drift check's process runs its Go code on one CPU, a step run's on every one,
+// unless the agent's own environment sets GOMAXPROCS (the operator's choice).
+func TestCheckRunsOnOneCPU(t *testing.T) {
+	ctx := context.Background()
+	in, _ := json.Marshal(fileInputs{Path: filepath.Join(t.TempDir(), "f"), Text: "x"})
+	for _, tc := range []struct{ env, check, run string }{
+		{"", "check on 1 CPUs", fmt.Sprintf("run on %d CPUs", runtime.NumCPU())},
+		{"3", "check on 3 CPUs", "run on 3 CPUs"},
+	} {
+		t.Run("GOMAXPROCS="+tc.env, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", tc.env)
+			if tc.env == "" {
+				os.Unsetenv("GOMAXPROCS")
+			}
+			p, log := start(t, "procs")
+			if res := p.Run(ctx, "test.file", in); !res.OK() {
+				t.Fatalf("run: %+v", res)
+			}
+			if _, err := p.Check(ctx, []driver.Probe{{Kind: "test.file", Inputs: in}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{tc.check, tc.run} {
+				if !strings.Contains(log.String(), want) {
+					t.Errorf("the drivers' log misses %q:\n%s", want, log)
+				}
+			}
+		})
 	}
 }
 
