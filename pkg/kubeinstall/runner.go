@@ -74,7 +74,8 @@ var unitCgroupDirs = []string{"/sys/fs/cgroup/systemd/system.slice", "/sys/fs/cg
 // Running implements Services. systemd keeps a service's processes in the unit's
 // own cgroup, so one read answers without starting systemctl (13–15 ms of CPU a
 // call, on every drift pass of a controller). A unit with no processes there, or
-// outside system.slice, is asked of systemctl: Running is then Active.
+// outside system.slice, is asked of systemctl: Running is then Active. A unit being
+// stopped runs until its processes exit; the next pass sees it stopped.
 func (s Systemd) Running(ctx context.Context, unit string) (bool, error) {
 	dirs := s.sliceDirs
 	if dirs == nil {
