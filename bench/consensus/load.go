@@ -21,6 +21,10 @@ type writeResult struct {
 	firstErr error
 	elapsed  time.Duration
 	lat      []time.Duration // of acknowledged writes, sorted
+	// flush is the mean time of a disk flush during the window, over flushN flushes
+	// (see flushes); 0 when the disk's counters are not known.
+	flush  time.Duration
+	flushN uint64
 }
 
 func (r writeResult) perSecond() float64 { return float64(r.ops) / r.elapsed.Seconds() }
@@ -40,6 +44,7 @@ func writeWindow(ctx context.Context, name string, n int, d time.Duration, write
 	res := writeResult{name: name}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	f0 := readFlushes(scratchDisk)
 	start := time.Now()
 	end := start.Add(d)
 	for w := range n {
@@ -75,6 +80,7 @@ func writeWindow(ctx context.Context, name string, n int, d time.Duration, write
 	wg.Wait()
 	// Writes still in flight at the deadline finish late; count the real elapsed time.
 	res.elapsed = time.Since(start)
+	res.flush, res.flushN = readFlushes(scratchDisk).since(f0)
 	res.ops = len(res.lat)
 	slices.Sort(res.lat)
 	if ctx.Err() != nil {

@@ -74,6 +74,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	scratchDisk = diskOf(dir)
 	if o.keep {
 		fmt.Println("scratch directory (kept):", dir)
 	} else {

@@ -274,6 +274,9 @@ func plinthSettled(ctx context.Context, l *lab.Lab) (string, error) {
 func report(r writeResult, what string) {
 	fmt.Printf("%s: %d writes in %s = %.0f/s, p50 %s p99 %s, %d errors",
 		what, r.ops, r.elapsed.Round(time.Millisecond), r.perSecond(), ms(pct(r.lat, 0.5)), ms(pct(r.lat, 0.99)), r.errs)
+	if r.flushN > 0 {
+		fmt.Printf(", disk flush %s (%d)", msFine(r.flush), r.flushN)
+	}
 	if r.firstErr != nil {
 		fmt.Printf(" (first: %v)", r.firstErr)
 	}
@@ -281,6 +284,11 @@ func report(r writeResult, what string) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+// msFine is ms with the resolution a disk flush needs.
+func msFine(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
 
 // cpuProfile writes the coordinator's CPU profile of the next d to path.
 func cpuProfile(ctx context.Context, cl *client.Client, path string, d time.Duration) error {
