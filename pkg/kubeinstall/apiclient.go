@@ -93,7 +93,12 @@ func (a restAPI) Node(ctx context.Context, name string) (*corev1.Node, error) {
 }
 
 func (a restAPI) NodeExists(ctx context.Context, name string) (bool, error) {
-	err := a.rc.Get().Resource("nodes").Name(name).Do(ctx).Error()
+	return found(a.rc.Get().Resource("nodes").Name(name).Do(ctx).Error())
+}
+
+// found reads a GET's error as an answer to "is it there?": NotFound is no, any
+// other error is an error.
+func found(err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -61,13 +60,7 @@ func (a clientsetAPI) Node(ctx context.Context, name string) (*corev1.Node, erro
 
 func (a clientsetAPI) NodeExists(ctx context.Context, name string) (bool, error) {
 	_, err := a.Node(ctx, name)
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err):
-		return false, nil
-	}
-	return false, err
+	return found(err)
 }
 
 func (a clientsetAPI) Nodes(ctx context.Context) ([]corev1.Node, error) {
