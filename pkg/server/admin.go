@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,35 +37,53 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 	// Validated here first only for the messages: this copy still knows which
 	// document each object came from. The FSM's apply validates again, and decides.
 	var verr error
+	var delta state.ApplyManifest
 	s.cfg.Store.Read(func(v state.View) {
 		site, all := v.Merged(m)
 		if errs := api.ValidateSet(req.File, site, all); len(errs) > 0 {
 			verr = errs
 		}
+		delta = v.ApplyOf(req.File, m)
 	})
 	if verr != nil {
 		return verr
 	}
-	cmd, err := state.Encode(state.CmdApplyManifest, time.Now(), state.ApplyManifest{File: req.File, Manifest: *m})
+	// The command carries what this state does not already declare (ApplyOf). Only
+	// this coordinator's own FSM (the dry run, or the leader's commit) can say
+	// ErrDeclarationsMoved in a way it can act on: then the file goes whole.
+	whole := state.ApplyManifest{File: req.File, Manifest: *m}
+	if !req.DryRun && !s.cfg.Raft.IsLeader() {
+		delta = whole
+	}
+	var index uint64
+	run := func(body state.ApplyManifest) (any, error) {
+		cmd, err := state.Encode(state.CmdApplyManifest, time.Now(), body)
+		if err != nil {
+			return nil, err
+		}
+		if req.DryRun {
+			// The plan is the FSM's own apply, run on a copy of the state.
+			return s.cfg.Store.DryRun(cmd)
+		}
+		// The FSM answers with what the apply changed (state.Plan), or refuses it whole.
+		var resp any
+		resp, index, err = s.commitAnswer(r.Context(), cmd)
+		return resp, err
+	}
+	resp, err := run(delta)
+	if errors.Is(err, state.ErrDeclarationsMoved) {
+		resp, err = run(whole)
+	}
 	if err != nil {
 		return err
 	}
 	if req.DryRun {
-		// The plan is the FSM's own apply, run on a copy of the state.
-		diff, err := s.cfg.Store.DryRun(cmd)
-		if err != nil {
-			return err
-		}
+		diff, _ := resp.([]string)
 		writeJSON(w, http.StatusOK, wire.ApplyResponse{DryRun: true, Plan: diff})
 		return nil
 	}
-	// The FSM answers with what the apply changed (state.Plan), or refuses it whole.
-	resp, _, err := s.commitAnswer(r.Context(), cmd)
-	if err != nil {
-		return err
-	}
 	plan, _ := resp.(state.Plan)
-	writeJSON(w, http.StatusOK, wire.ApplyResponse{Plan: plan, Index: s.cfg.Store.Index()})
+	writeJSON(w, http.StatusOK, wire.ApplyResponse{Plan: plan, Index: index})
 	return nil
 }
 

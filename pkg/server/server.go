@@ -376,7 +376,7 @@ func statusOf(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.As(err, &ee):
 		return http.StatusForbidden
-	case errors.As(err, &se), errors.As(err, &ae):
+	case errors.As(err, &se), errors.As(err, &ae), errors.Is(err, state.ErrDeclarationsMoved):
 		return http.StatusConflict
 	case errors.Is(err, state.ErrNotFound):
 		return http.StatusNotFound

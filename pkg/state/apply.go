@@ -99,6 +99,9 @@ func (a *applier) event(typ, object, reason, msg string) {
 }
 
 func (a *applier) applyManifest(b ApplyManifest) error {
+	if b.Base != 0 && a.t.DeclaredIndex > b.Base {
+		return fmt.Errorf("%w (at index %d, after index %d that this apply was computed on): apply the file again", ErrDeclarationsMoved, a.t.DeclaredIndex, b.Base)
+	}
 	m := b.Manifest
 	m.Default()
 	site := a.t.Site
@@ -115,7 +118,8 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 			a.t.driftChanged = a.idx
 		}
 		hash := api.SpecHash(m.Site.Spec)
-		if site == nil || site.SpecHash != hash || site.Site.Metadata.Name != m.Site.Metadata.Name {
+		if !site.declares(m.Site, hash) {
+			a.t.DeclaredIndex = a.idx
 			rec := &SiteRecord{Site: *m.Site, SpecHash: hash, File: b.File, ModifyIndex: a.idx}
 			rec.Site.Metadata.Generation = 1
 			if site != nil {
@@ -135,9 +139,10 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 			rec = &HostRecord{Name: name}
 			a.t.Hosts[name] = rec
 		}
-		if rec.Declared && rec.SpecHash == hash && mapsEqual(rec.Host.Metadata.Labels, h.Metadata.Labels) {
+		if rec.declares(h, hash) {
 			continue
 		}
+		a.t.DeclaredIndex = a.idx
 		status := rec.Host.Status
 		gen := rec.Host.Metadata.Generation + 1
 		rec.Host = h
@@ -169,6 +174,7 @@ func (a *applier) deleteHost(b DeleteHost) error {
 		}
 	}
 	delete(a.t.Hosts, b.Name)
+	a.t.DeclaredIndex = a.idx
 	a.t.watch[b.Name] = a.idx
 	msg := "host " + b.Name + " removed from the site"
 	// Its agent's certificates stop working at once on every coordinator, and the
@@ -715,18 +721,6 @@ func conditionsEqual(a, b []api.Condition) bool {
 		x, y := a[i], b[i]
 		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
 			x.ObservedGeneration != y.ObservedGeneration || !x.LastTransitionTime.Equal(y.LastTransitionTime) {
-			return false
-		}
-	}
-	return true
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
 			return false
 		}
 	}

@@ -80,6 +80,11 @@ func Encode(typ string, now time.Time, body any) ([]byte, error) {
 type ApplyManifest struct {
 	File     string       `json:"file,omitempty"`
 	Manifest api.Manifest `json:"manifest"`
+	// Base, when set, says Manifest holds only the documents of File that the state
+	// at index Base did not already declare as they are (View.ApplyOf), so a change
+	// to one host of a large site logs that host, not the site. The FSM refuses it
+	// with ErrDeclarationsMoved if a declaration changed after Base.
+	Base uint64 `json:"base,omitempty"`
 }
 
 // DeleteHost removes a host's declaration and its steps.

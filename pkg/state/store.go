@@ -48,6 +48,10 @@ type tables struct {
 	Coordinators map[string]*Coordinator    `json:"coordinators"`
 	// Invalid is the validation verdict on the combined stored manifest, if it fails.
 	Invalid string `json:"invalid,omitempty"`
+	// DeclaredIndex is the index of the last command that changed what the site
+	// declares (the site, a host's spec or labels, a host deleted, a restore): an
+	// apply computed on an earlier state (ApplyManifest.Base) is refused after it.
+	DeclaredIndex uint64 `json:"declaredIndex,omitempty"`
 	// Allocations are the pool addresses the planner gave hosts (see plan.Allocate).
 	Allocations []plan.Allocation `json:"allocations,omitempty"`
 	// GossipRekey is the index at which deleting an enrolled host made a gossip key
@@ -350,6 +354,7 @@ func (s *Store) dispatchTo(a *applier, c Command) any {
 			s.t = t
 			a.t = t
 			a.t.stepSetFloor = a.idx
+			a.t.DeclaredIndex = a.idx
 			// Every step is new to the agents: their answers at an earlier index
 			// must not be taken as current (wire.AgentSteps.Since).
 			for _, r := range a.t.Steps {
@@ -490,6 +495,7 @@ func decodeSnapshot(data []byte) (*tables, error) {
 	t := newTables()
 	t.Index, t.Site, t.Events, t.NextEventID, t.Invalid = snap.Tables.Index, snap.Tables.Site, snap.Tables.Events, snap.Tables.NextEventID, snap.Tables.Invalid
 	t.Allocations, t.GossipRekey, t.Certs, t.TokensPruned, t.Refreshed = snap.Tables.Allocations, snap.Tables.GossipRekey, snap.Tables.Certs, snap.Tables.TokensPruned, snap.Tables.Refreshed
+	t.DeclaredIndex = snap.Tables.DeclaredIndex
 	for k, v := range snap.Tables.Hosts {
 		t.Hosts[k] = v
 	}
@@ -591,6 +597,11 @@ func (snapshot) Release() {}
 
 // ErrNotFound is returned by reads of missing objects.
 var ErrNotFound = errors.New("not found")
+
+// ErrDeclarationsMoved refuses an apply that left out documents the state declared
+// as they were at its Base, when a declaration has changed since: what was left out
+// may no longer be what the file says. The file is applied again whole.
+var ErrDeclarationsMoved = errors.New("the site's declarations changed while this apply was under way")
 
 // Index is the last applied log index.
 func (s *Store) Index() uint64 {
@@ -928,6 +939,34 @@ func (v View) Merged(m *api.Manifest) (*api.Site, []api.Host) {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Metadata.Name < all[j].Metadata.Name })
 	return site, all
+}
+
+// ApplyOf is the command applying manifest m (defaulted) from file: m without the
+// site and hosts this state already declares as they are, which the apply would
+// leave untouched, and Base set to this state's index. The log then carries what
+// changed: one host of a thousand-host file, not the file. When nothing is left
+// out the command is the whole file, without a Base: nothing can have moved.
+func (v View) ApplyOf(file string, m *api.Manifest) ApplyManifest {
+	out := ApplyManifest{File: file, Base: v.t.Index, Manifest: api.Manifest{Applications: m.Applications}}
+	left := false
+	if m.Site != nil {
+		if v.t.Site.declares(m.Site, api.SpecHash(m.Site.Spec)) {
+			left = true
+		} else {
+			out.Manifest.Site = m.Site
+		}
+	}
+	for _, h := range m.Hosts {
+		if v.t.Hosts[h.Metadata.Name].declares(h, api.SpecHash(h.Spec)) {
+			left = true
+		} else {
+			out.Manifest.Hosts = append(out.Manifest.Hosts, h)
+		}
+	}
+	if !left {
+		return ApplyManifest{File: file, Manifest: *m}
+	}
+	return out
 }
 
 // Invalid is the validation verdict on the stored manifest ("" when valid).

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/plinth-dev/plinth/pkg/api"
@@ -20,6 +21,12 @@ type SiteRecord struct {
 	SpecHash    string   `json:"specHash"`
 	File        string   `json:"file,omitempty"`
 	ModifyIndex uint64   `json:"modifyIndex"`
+}
+
+// declares reports whether r already declares s, whose spec hashes to specHash, as
+// it is: an apply leaves such a site untouched (and View.ApplyOf leaves it out).
+func (r *SiteRecord) declares(s *api.Site, specHash string) bool {
+	return r != nil && r.SpecHash == specHash && r.Site.Metadata.Name == s.Metadata.Name
 }
 
 // HostRecord is everything known about one host: its declaration (if any), enrolment,
@@ -44,6 +51,12 @@ type HostRecord struct {
 	// at ReportFacts, not on every condition refresh).
 	KubeCerts   []api.CertValidity `json:"kubeCerts,omitempty"`
 	ModifyIndex uint64             `json:"modifyIndex"`
+}
+
+// declares reports whether r already declares h, whose spec hashes to specHash, as
+// it is: an apply leaves such a host untouched (and View.ApplyOf leaves it out).
+func (r *HostRecord) declares(h api.Host, specHash string) bool {
+	return r != nil && r.Declared && r.SpecHash == specHash && maps.Equal(r.Host.Metadata.Labels, h.Metadata.Labels)
 }
 
 // TokenRecord is a join token without its secret.

@@ -13,7 +13,8 @@ type ApplyRequest struct {
 type ApplyResponse struct {
 	DryRun bool     `json:"dryRun,omitempty"`
 	Plan   []string `json:"plan"`
-	Index  uint64   `json:"index,omitempty"`
+	// Index is the apply's own log index: the state from it on holds the apply.
+	Index uint64 `json:"index,omitempty"`
 }
 
 // RetryRequest names a step to retry.
