@@ -109,7 +109,27 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 	if errs := api.ValidateSet(b.File, newSite, all); len(errs) > 0 {
 		return errs
 	}
-	if errs := a.factsRefusals(b.File, newSite, all); len(errs) > 0 {
+	// What the apply changes. A host whose declaration, and the site, stay as they
+	// are keeps its facts verdict: it was computed on them, so no member decodes
+	// every host's facts for a change to one.
+	var siteHash string
+	siteChanged := false
+	if m.Site != nil {
+		siteHash = api.SpecHash(m.Site.Spec)
+		siteChanged = !site.declares(m.Site, siteHash)
+	}
+	hashes := make([]string, len(m.Hosts))
+	var changed []string // nil: every host (the site changed)
+	if !siteChanged {
+		changed = []string{}
+	}
+	for i, h := range m.Hosts {
+		hashes[i] = api.SpecHash(h.Spec)
+		if !siteChanged && !a.t.Hosts[h.Metadata.Name].declares(h, hashes[i]) {
+			changed = append(changed, h.Metadata.Name)
+		}
+	}
+	if errs := a.factsRefusals(b.File, newSite, all, changed); len(errs) > 0 {
 		return errs
 	}
 
@@ -117,8 +137,8 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		if site == nil || site.Site.Spec.Policy.Effective().DriftCheckSeconds != m.Site.Spec.Policy.Effective().DriftCheckSeconds {
 			a.t.driftChanged = a.idx
 		}
-		hash := api.SpecHash(m.Site.Spec)
-		if !site.declares(m.Site, hash) {
+		hash := siteHash
+		if siteChanged {
 			a.t.DeclaredIndex = a.idx
 			rec := &SiteRecord{Site: *m.Site, SpecHash: hash, File: b.File, ModifyIndex: a.idx}
 			rec.Site.Metadata.Generation = 1
@@ -131,9 +151,9 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 			a.event(EventNormal, "site/"+m.Site.Metadata.Name, "SpecChanged", fmt.Sprintf("site %s generation %d applied from %s", m.Site.Metadata.Name, rec.Site.Metadata.Generation, nonEmpty(b.File, "the API")))
 		}
 	}
-	for _, h := range m.Hosts {
+	for i, h := range m.Hosts {
 		name := h.Metadata.Name
-		hash := api.SpecHash(h.Spec)
+		hash := hashes[i]
 		rec, ok := a.t.Hosts[name]
 		if !ok {
 			rec = &HostRecord{Name: name}
@@ -154,7 +174,11 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		a.event(EventNormal, "host/"+name, "SpecChanged", fmt.Sprintf("host %s generation %d applied", name, gen))
 	}
 	a.t.Invalid = ""
-	a.checkFacts()
+	if changed == nil {
+		a.checkFacts()
+	} else if len(changed) > 0 {
+		a.checkFacts(changed...)
+	}
 	return a.replan()
 }
 

@@ -26,10 +26,14 @@ func hostFacts(h *HostRecord) (hostspec.Facts, bool) {
 	return f, true
 }
 
-// factErrors checks every host of hosts that has reported facts against them.
-func (a *applier) factErrors(file string, site *api.Site, hosts []api.Host) api.ErrorList {
+// factErrors checks every host of hosts that has reported facts against them; with
+// only non-nil, just the hosts it names.
+func (a *applier) factErrors(file string, site *api.Site, hosts []api.Host, only map[string]bool) api.ErrorList {
 	var errs api.ErrorList
 	for _, h := range hosts {
+		if only != nil && !only[h.Metadata.Name] {
+			continue
+		}
 		f, ok := hostFacts(a.t.Hosts[h.Metadata.Name])
 		if !ok {
 			continue
@@ -50,15 +54,26 @@ func (a *applier) declared() (*api.Site, []api.Host) {
 // factsRefusals is what an apply of site and hosts (the merged declarations) must be
 // refused for: the facts problems it would have that the stored declarations do not
 // have already. Those stay the hosts' InvalidSpec conditions and do not block applies
-// that leave them as they are.
-func (a *applier) factsRefusals(file string, site *api.Site, hosts []api.Host) api.ErrorList {
-	next := a.factErrors(file, site, hosts)
+// that leave them as they are. With changed non-nil (the site stays as it is) only
+// those hosts are checked: the others' problems are the stored ones.
+func (a *applier) factsRefusals(file string, site *api.Site, hosts []api.Host, changed []string) api.ErrorList {
+	var only map[string]bool
+	if changed != nil {
+		if len(changed) == 0 {
+			return nil
+		}
+		only = make(map[string]bool, len(changed))
+		for _, n := range changed {
+			only[n] = true
+		}
+	}
+	next := a.factErrors(file, site, hosts, only)
 	if len(next) == 0 {
 		return nil
 	}
 	cur, curHosts := a.declared()
 	had := map[string]bool{}
-	for _, e := range a.factErrors("", cur, curHosts) {
+	for _, e := range a.factErrors("", cur, curHosts, only) {
 		had[e.Path+"\x00"+e.Msg] = true
 	}
 	var out api.ErrorList

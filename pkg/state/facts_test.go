@@ -152,3 +152,23 @@ func TestFactsArrivingLaterHoldTheHost(t *testing.T) {
 		t.Fatalf("after ens3 came back: %s held %q", st.State, st.Held)
 	}
 }
+
+// A site change can make or unmake a problem of a host the apply leaves as it is
+// (here a node's reservedCPUs in site.spec.kubernetes): every host's verdict is
+// checked again then, not only the hosts the file declares anew.
+func TestSiteChangeRechecksUntouchedHosts(t *testing.T) {
+	l := newLog(t)
+	m := manifest("c0", "w1")
+	m.Site.Spec.Kubernetes = &api.KubernetesSpec{Nodes: []api.KubernetesNode{{Host: "w1", ReservedCPUs: "7"}}}
+	l.must(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: m})
+	enrolled(l, "w1")
+	reportLinks(l, "w1", "eth1") // CPUs 0-3: no CPU 7
+	if c := condition(l.view(), "w1", api.ConditionInvalidSpec); c.Status != api.ConditionTrue {
+		t.Fatalf("before the fix: InvalidSpec = %+v", c)
+	}
+	m.Site.Spec.Kubernetes.Nodes[0].ReservedCPUs = "1"
+	l.must(CmdApplyManifest, ApplyManifest{File: "site.yaml", Manifest: m})
+	if c := condition(l.view(), "w1", api.ConditionInvalidSpec); c.Status != api.ConditionFalse {
+		t.Fatalf("after the site's fix: InvalidSpec = %+v", c)
+	}
+}

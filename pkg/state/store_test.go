@@ -58,8 +58,33 @@ func (l *log) answer(typ string, body any) any {
 	// blocking queries asleep).
 	if !l.fast {
 		l.checkWatch(typ)
+		l.checkVerdicts(typ)
 	}
 	return resp
+}
+
+// checkVerdicts: every host's stored facts verdict is what checking its declaration
+// against its facts gives now. Commands recompute only the hosts they may change (an
+// apply, those it declares anew); a verdict left stale would hold or free the wrong
+// host's steps.
+func (l *log) checkVerdicts(typ string) {
+	l.t.Helper()
+	l.s.mu.RLock()
+	defer l.s.mu.RUnlock()
+	var site *api.Site
+	if l.s.t.Site != nil {
+		s := l.s.t.Site.Site
+		site = &s
+	}
+	for n, rec := range l.s.t.Hosts {
+		want := ""
+		if f, ok := hostFacts(rec); ok && rec.Declared {
+			want = describe(plan.CheckFacts(site, rec.Host, f))
+		}
+		if rec.Invalid != want {
+			l.t.Errorf("%s at %d: host %s's stored verdict %q, a full check gives %q", typ, l.idx, n, rec.Invalid, want)
+		}
+	}
 }
 
 func (l *log) checkWatch(typ string) {
