@@ -490,7 +490,8 @@ func (k *snapKiller) restartChecked(round string) time.Duration {
 }
 
 // stateTables are an export's tables without what changes by itself: the index, the
-// event log and the FSM's bookkeeping times (last full refresh, last token prune).
+// declared index (a restore moves it to its own), the event log and the FSM's
+// bookkeeping times (last full refresh, last token prune).
 func stateTables(export []byte) (map[string]json.RawMessage, error) {
 	var snap struct {
 		Tables map[string]json.RawMessage `json:"tables"`
@@ -498,7 +499,7 @@ func stateTables(export []byte) (map[string]json.RawMessage, error) {
 	if err := json.Unmarshal(export, &snap); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"index", "events", "nextEventID", "refreshed", "tokensPruned"} {
+	for _, k := range []string{"index", "declaredIndex", "events", "nextEventID", "refreshed", "tokensPruned"} {
 		delete(snap.Tables, k)
 	}
 	return snap.Tables, nil
