@@ -137,10 +137,9 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		if site == nil || site.Site.Spec.Policy.Effective().DriftCheckSeconds != m.Site.Spec.Policy.Effective().DriftCheckSeconds {
 			a.t.driftChanged = a.idx
 		}
-		hash := siteHash
 		if siteChanged {
 			a.t.DeclaredIndex = a.idx
-			rec := &SiteRecord{Site: *m.Site, SpecHash: hash, File: b.File, ModifyIndex: a.idx}
+			rec := &SiteRecord{Site: *m.Site, SpecHash: siteHash, File: b.File, ModifyIndex: a.idx}
 			rec.Site.Metadata.Generation = 1
 			if site != nil {
 				rec.Site.Metadata.Generation = site.Site.Metadata.Generation + 1
