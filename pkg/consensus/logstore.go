@@ -78,6 +78,12 @@ const (
 // the WAL. The lock is taken without waiting: a second process on the same data
 // directory gets an error at once instead of corrupting the log.
 func openLogStore(dir string, log *slog.Logger) (*logStore, error) {
+	return openLogStoreSized(dir, walSegmentSize, log)
+}
+
+// openLogStoreSized is openLogStore with segments of segmentSize bytes, which
+// tests make small to rotate often.
+func openLogStoreSized(dir string, segmentSize int, log *slog.Logger) (*logStore, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
@@ -91,8 +97,12 @@ func openLogStore(dir string, log *slog.Logger) (*logStore, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("consensus: create %s: %w", path, err)
 	}
+	if _, err := finishRotation(path, segmentSize, log); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	stats := walmetrics.NewAtomicCollector(wal.MetricDefinitions)
-	w, err := openWAL(path, log, stats)
+	w, err := openWAL(path, segmentSize, log, stats)
 	if err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("consensus: open raft log %s: %w", path, err)
@@ -100,8 +110,8 @@ func openLogStore(dir string, log *slog.Logger) (*logStore, error) {
 	return &logStore{WAL: w, lock: lock, stats: stats}, nil
 }
 
-func openWAL(dir string, log *slog.Logger, stats walmetrics.Collector) (*wal.WAL, error) {
-	return wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithSegmentSize(walSegmentSize), wal.WithMetricsCollector(stats))
+func openWAL(dir string, segmentSize int, log *slog.Logger, stats walmetrics.Collector) (*wal.WAL, error) {
+	return wal.Open(dir, wal.WithLogger(newHCLog(log, "raft-wal")), wal.WithSegmentSize(segmentSize), wal.WithMetricsCollector(stats))
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/lock. The kernel drops it
@@ -155,7 +165,7 @@ func migrateBolt(dir string, log *slog.Logger) error {
 		return fmt.Errorf("consensus: migrate: open %s: %w", boltPath, err)
 	}
 	defer src.Close()
-	dst, err := openWAL(tmp, log, &walmetrics.NoOpCollector{})
+	dst, err := openWAL(tmp, walSegmentSize, log, &walmetrics.NoOpCollector{})
 	if err != nil {
 		return fmt.Errorf("consensus: migrate: open %s: %w", tmp, err)
 	}

@@ -12,6 +12,9 @@ import (
 // TestMain fails the run if goroutines from this package or raft outlive
 // their nodes: every goroutine must be stopped by Close.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(walWriterEnv); dir != "" {
+		runWALWriter(dir)
+	}
 	code := m.Run()
 	if code == 0 {
 		if leaked := waitNoLeaks(5 * time.Second); leaked != "" {

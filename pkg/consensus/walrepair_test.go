@@ -1,0 +1,276 @@
+package consensus
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	walmetrics "github.com/hashicorp/raft-wal/metrics"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+)
+
+// testSegmentSize makes the tests' segments rotate every few entries.
+const testSegmentSize = 64 << 10
+
+// walEntry is the log entry the tests write at index i: its data says its
+// index, padded so that a few fill a test segment.
+func walEntry(i uint64) *raft.Log {
+	data := bytes.Repeat([]byte(strconv.FormatUint(i, 10)+";"), 600)
+	return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: data}
+}
+
+// sealedTailOpenInMeta writes the state a stop between raft-wal's sealing
+// append and its rotation leaves in dir: the meta lists one open segment, and
+// that segment's file holds entries 1..n and a committed index block. It
+// returns n.
+func sealedTailOpenInMeta(t *testing.T, dir string) uint64 {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := &metadb.BoltMetaDB{}
+	if _, err := db.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	si := types.SegmentInfo{ID: 1, BaseIndex: 1, MinIndex: 1, SizeLimit: testSegmentSize, Codec: wal.CodecBinaryV1, CreateTime: time.Now()}
+	if err := db.CommitState(types.PersistentState{NextSegmentID: 2, Segments: []types.SegmentInfo{si}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := segment.NewFiler(dir, fs.New()).Create(si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var codec wal.BinaryCodec
+	for i := uint64(1); ; i++ {
+		var buf bytes.Buffer
+		if err := codec.Encode(walEntry(i), &buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append([]types.LogEntry{{Index: i, Data: buf.Bytes()}}); err != nil {
+			t.Fatal(err)
+		}
+		if sealed, _, _ := w.Sealed(); sealed {
+			return i
+		}
+	}
+}
+
+// checkEntries fails unless s holds exactly walEntry(first..last).
+func checkEntries(t *testing.T, s interface {
+	FirstIndex() (uint64, error)
+	LastIndex() (uint64, error)
+	GetLog(uint64, *raft.Log) error
+}, first, last uint64) {
+	t.Helper()
+	f, _ := s.FirstIndex()
+	l, _ := s.LastIndex()
+	if f != first || l != last {
+		t.Fatalf("log holds %d..%d, want %d..%d", f, l, first, last)
+	}
+	for i := first; i <= last; i++ {
+		var got raft.Log
+		if err := s.GetLog(i, &got); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if want := walEntry(i); !bytes.Equal(got.Data, want.Data) || got.Index != i {
+			t.Fatalf("entry %d reads back as index %d with %.20q…", i, got.Index, got.Data)
+		}
+	}
+}
+
+// A tail sealed on disk but open in the meta stops raft-wal for good; the
+// store finishes the rotation on open and keeps every entry.
+func TestOpenFinishesInterruptedRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, walDir)
+	n := sealedTailOpenInMeta(t, path)
+
+	// The state is the one that stopped raft: raft-wal alone refuses to append.
+	raw, err := openWAL(path, testSegmentSize, slog.New(slog.DiscardHandler), &walmetrics.NoOpCollector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.StoreLog(walEntry(n + 1)); !errors.Is(err, wal.ErrSealed) {
+		t.Fatalf("raft-wal alone appending after the interrupted rotation: %v, want %v", err, wal.ErrSealed)
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := openLogStoreSized(dir, testSegmentSize, newHarness(t).log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, s, 1, n)
+	if err := s.StoreLogs([]*raft.Log{walEntry(n + 1), walEntry(n + 2)}); err != nil {
+		t.Fatalf("append after the repair: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := finishRotation(path, testSegmentSize, slog.New(slog.DiscardHandler)); again || err != nil {
+		t.Fatalf("second repair: %v, %v; want nothing to do", again, err)
+	}
+	s, err = openLogStoreSized(dir, testSegmentSize, newHarness(t).log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, s, 1, n+2)
+	_ = s.Close()
+}
+
+// A seal whose index block does not match the entries is not trusted: the
+// open fails, names the segment, and leaves the meta as it was.
+func TestOpenRefusesASealThatDoesNotHold(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, walDir)
+	sealedTailOpenInMeta(t, path)
+	metaBefore, err := os.ReadFile(filepath.Join(path, metadb.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(path, segment.FileName(types.SegmentInfo{ID: 1, BaseIndex: 1}))
+	w, err := segment.NewFiler(path, fs.New()).RecoverTail(types.SegmentInfo{ID: 1, BaseIndex: 1, MinIndex: 1, SizeLimit: testSegmentSize, Codec: wal.CodecBinaryV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, indexStart, _ := w.Sealed()
+	_ = w.Close()
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second entry's offset in the index now points at the first entry.
+	if _, err := f.WriteAt([]byte{byte(64), 0, 0, 0}, int64(indexStart)+4); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	_, err = openLogStoreSized(dir, testSegmentSize, newHarness(t).log)
+	if err == nil || !strings.Contains(err.Error(), "seal does not hold") || !strings.Contains(err.Error(), seg) {
+		t.Fatalf("open with a broken seal: %v; want it refused naming %s", err, seg)
+	}
+	metaAfter, _ := os.ReadFile(filepath.Join(path, metadb.FileName))
+	if !bytes.Equal(metaBefore, metaAfter) {
+		t.Fatal("the refused repair changed the meta")
+	}
+}
+
+// walWriterEnv makes the test binary a process that appends to the log in
+// dir until it is killed, printing each index once acknowledged.
+const walWriterEnv = "PLINTH_TEST_WAL_WRITER"
+
+func runWALWriter(dir string) {
+	s, err := openLogStoreSized(dir, testSegmentSize, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	next, _ := s.LastIndex()
+	fmt.Println("ready")
+	for {
+		batch := []*raft.Log{}
+		for range 1 + rand.IntN(3) {
+			next++
+			batch = append(batch, walEntry(next))
+		}
+		if err := s.StoreLogs(batch); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		fmt.Println(next)
+	}
+}
+
+// Processes appending to the log are killed at random moments, many of them
+// during a segment rotation; every restart keeps each acknowledged entry and
+// can append again.
+func TestWALSurvivesKillsDuringRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills 40 writer processes")
+	}
+	dir := t.TempDir()
+	var acked uint64
+	repairs := 0
+	for round := range 40 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), walWriterEnv+"="+dir)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		if !lines.Scan() || lines.Text() != "ready" {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("round %d: the writer did not start (%q); the log it could not open is the failure", round, lines.Text())
+		}
+		done := make(chan uint64)
+		go func() {
+			var last uint64
+			for lines.Scan() {
+				last, _ = strconv.ParseUint(lines.Text(), 10, 64)
+			}
+			done <- last
+		}()
+		time.Sleep(time.Duration(5+rand.IntN(60)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		last := <-done
+		_, _ = io.Copy(io.Discard, out)
+		if err := cmd.Wait(); err != nil && !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("round %d: writer: %v", round, err)
+		}
+		acked = max(acked, last)
+
+		path := filepath.Join(dir, walDir)
+		repaired, err := finishRotation(path, testSegmentSize, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if repaired {
+			repairs++
+		}
+		s, err := openLogStoreSized(dir, testSegmentSize, newHarness(t).log)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		l, _ := s.LastIndex()
+		if l < acked {
+			t.Fatalf("round %d: log ends at %d, but %d was acknowledged", round, l, acked)
+		}
+		checkEntries(t, s, 1, l)
+		if err := s.StoreLog(walEntry(l + 1)); err != nil {
+			t.Fatalf("round %d: append after restart: %v", round, err)
+		}
+		acked = l + 1
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("40 kills, %d acknowledged entries kept, %d rotations finished on open", acked, repairs)
+}
