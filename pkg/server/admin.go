@@ -36,24 +36,25 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Validated here first only for the messages: this copy still knows which
 	// document each object came from. The FSM's apply validates again, and decides.
+	// The command carries what this state does not already declare (ApplyOf). Only
+	// this coordinator's own FSM (the dry run, or the leader's commit) can say
+	// ErrDeclarationsMoved in a way it can act on: then the file goes whole. A
+	// follower forwards the file whole, so it does not compute the delta.
+	whole := state.ApplyManifest{File: req.File, Manifest: *m}
+	delta, ownFSM := whole, req.DryRun || s.cfg.Raft.IsLeader()
 	var verr error
-	var delta state.ApplyManifest
 	s.cfg.Store.Read(func(v state.View) {
 		site, all := v.Merged(m)
 		if errs := api.ValidateSet(req.File, site, all); len(errs) > 0 {
 			verr = errs
+			return
 		}
-		delta = v.ApplyOf(req.File, m)
+		if ownFSM {
+			delta = v.ApplyOf(req.File, m)
+		}
 	})
 	if verr != nil {
 		return verr
-	}
-	// The command carries what this state does not already declare (ApplyOf). Only
-	// this coordinator's own FSM (the dry run, or the leader's commit) can say
-	// ErrDeclarationsMoved in a way it can act on: then the file goes whole.
-	whole := state.ApplyManifest{File: req.File, Manifest: *m}
-	if !req.DryRun && !s.cfg.Raft.IsLeader() {
-		delta = whole
 	}
 	var index uint64
 	run := func(body state.ApplyManifest) (any, error) {
