@@ -15,6 +15,10 @@ import (
 	"github.com/hashicorp/raft-wal/types"
 )
 
+// RotationFinished is logged when the log store finished a segment rotation a
+// stop had interrupted (finishRotation).
+const RotationFinished = "consensus: finished a raft log segment rotation a stop interrupted"
+
 // finishRotation completes a segment rotation that a stop interrupted, before
 // raft-wal opens the log.
 //
@@ -104,7 +108,7 @@ func sealTail(dir string, db *metadb.BoltMetaDB, st types.PersistentState, segme
 	if err := db.CommitState(st); err != nil {
 		return false, fmt.Errorf("consensus: raft log %s: record the seal of %s: %w", dir, name, err)
 	}
-	log.Warn("consensus: finished a raft log segment rotation a stop interrupted", "segment", name, "entries", fmt.Sprintf("%d..%d", tail.MinIndex, last), "next", segment.FileName(next))
+	log.Warn(RotationFinished, "segment", name, "entries", fmt.Sprintf("%d..%d", tail.MinIndex, last), "next", segment.FileName(next))
 	return true, nil
 }
 

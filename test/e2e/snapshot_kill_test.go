@@ -20,6 +20,7 @@ import (
 
 	"github.com/plinth-dev/plinth/internal/poll"
 	"github.com/plinth-dev/plinth/pkg/client"
+	"github.com/plinth-dev/plinth/pkg/consensus"
 	"github.com/plinth-dev/plinth/pkg/lab"
 	"github.com/plinth-dev/plinth/pkg/wire"
 )
@@ -76,6 +77,7 @@ func TestSnapshotKills(t *testing.T) {
 	k.saveKills(rounds)
 	k.startupKills(rounds)
 	k.restoreKills(rounds, x, y)
+	t.Logf("restarts that finished a raft log segment rotation the kill interrupted: %d of %d", k.rotations, k.restarts)
 }
 
 type snapKiller struct {
@@ -88,6 +90,9 @@ type snapKiller struct {
 	// logAt is the size of the coordinator's log when it was last started.
 	logAt int64
 	seq   int
+	// restarts counts restartChecked's restarts; rotations those that finished a
+	// log segment rotation the kill had interrupted.
+	restarts, rotations int
 }
 
 func (k *snapKiller) snapDir() string { return filepath.Join(k.c.DataDir, "raft", "snapshots") }
@@ -477,6 +482,10 @@ func (k *snapKiller) restartChecked(round string) time.Duration {
 	}
 	if len(metas) > 0 && loaded != metas[0].ID {
 		t.Errorf("%s: start-up loaded snapshot %q, want the newest finished one %s", round, loaded, metas[0].ID)
+	}
+	k.restarts++
+	if strings.Contains(k.logSinceStart(), consensus.RotationFinished) {
+		k.rotations++
 	}
 	if strings.Contains(k.logSinceStart(), "failed to restore snapshot") {
 		t.Errorf("%s: a snapshot failed to restore at start-up", round)
