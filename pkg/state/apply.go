@@ -119,17 +119,14 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		siteChanged = !site.declares(m.Site, siteHash)
 	}
 	hashes := make([]string, len(m.Hosts))
-	var changed []string // nil: every host (the site changed)
-	if !siteChanged {
-		changed = []string{}
-	}
+	re := recheck{all: siteChanged}
 	for i, h := range m.Hosts {
 		hashes[i] = api.SpecHash(h.Spec)
 		if !siteChanged && !a.t.Hosts[h.Metadata.Name].declares(h, hashes[i]) {
-			changed = append(changed, h.Metadata.Name)
+			re.hosts = append(re.hosts, h.Metadata.Name)
 		}
 	}
-	if errs := a.factsRefusals(b.File, newSite, all, changed); len(errs) > 0 {
+	if errs := a.factsRefusals(b.File, newSite, all, re); len(errs) > 0 {
 		return errs
 	}
 
@@ -173,10 +170,11 @@ func (a *applier) applyManifest(b ApplyManifest) error {
 		a.event(EventNormal, "host/"+name, "SpecChanged", fmt.Sprintf("host %s generation %d applied", name, gen))
 	}
 	a.t.Invalid = ""
-	if changed == nil {
+	switch {
+	case re.all:
 		a.checkFacts()
-	} else if len(changed) > 0 {
-		a.checkFacts(changed...)
+	case len(re.hosts) > 0:
+		a.checkFacts(re.hosts...)
 	}
 	return a.replan()
 }

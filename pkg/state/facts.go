@@ -51,19 +51,27 @@ func (a *applier) declared() (*api.Site, []api.Host) {
 	return View{a.t}.Merged(&api.Manifest{})
 }
 
+// recheck is which hosts' facts an apply must check again: every host when it
+// changes the site, else the hosts it declares anew. The others' verdicts were
+// computed on the declarations they keep.
+type recheck struct {
+	all   bool
+	hosts []string
+}
+
 // factsRefusals is what an apply of site and hosts (the merged declarations) must be
 // refused for: the facts problems it would have that the stored declarations do not
 // have already. Those stay the hosts' InvalidSpec conditions and do not block applies
-// that leave them as they are. With changed non-nil (the site stays as it is) only
-// those hosts are checked: the others' problems are the stored ones.
-func (a *applier) factsRefusals(file string, site *api.Site, hosts []api.Host, changed []string) api.ErrorList {
+// that leave them as they are. Only the hosts re names are checked: the others'
+// problems are the stored ones.
+func (a *applier) factsRefusals(file string, site *api.Site, hosts []api.Host, re recheck) api.ErrorList {
 	var only map[string]bool
-	if changed != nil {
-		if len(changed) == 0 {
+	if !re.all {
+		if len(re.hosts) == 0 {
 			return nil
 		}
-		only = make(map[string]bool, len(changed))
-		for _, n := range changed {
+		only = make(map[string]bool, len(re.hosts))
+		for _, n := range re.hosts {
 			only[n] = true
 		}
 	}
