@@ -34,14 +34,14 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) error {
 	if err := s.barrier(r); err != nil {
 		return err
 	}
-	// Validated here first only for the messages: this copy still knows which
-	// document each object came from. The FSM's apply validates again, and decides.
 	// The command carries what this state does not already declare (ApplyOf). Only
 	// this coordinator's own FSM (the dry run, or the leader's commit) can say
 	// ErrDeclarationsMoved in a way it can act on: then the file goes whole. A
 	// follower forwards the file whole, so it does not compute the delta.
 	whole := state.ApplyManifest{File: req.File, Manifest: *m}
 	delta, ownFSM := whole, req.DryRun || s.cfg.Raft.IsLeader()
+	// Validated here first only for the messages: this copy still knows which
+	// document each object came from. The FSM's apply validates again, and decides.
 	var verr error
 	s.cfg.Store.Read(func(v state.View) {
 		site, all := v.Merged(m)
