@@ -91,7 +91,11 @@ func metrics(ctx context.Context, cl *client.Client) (map[string]float64, error)
 }
 
 // lagSampler polls every coordinator's applied index while a phase runs and keeps
-// the largest gap between the leader's index and each follower's.
+// the largest gap between the leader's index and each follower's. It asks all of
+// them at once, and asks /v1/status, which only reads the index: asked one after
+// another, or through /metrics (which counts every host's conditions), the time
+// between the leader's answer and a follower's counted as lag (at 1000 hosts,
+// about 1600 entries a second).
 type lagSampler struct {
 	mu     sync.Mutex
 	max    map[string]float64
@@ -109,14 +113,21 @@ func startLag(ctx context.Context, leader string, cls map[string]*client.Client)
 		defer t.Stop()
 		for {
 			idx := map[string]float64{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
 			for name, cl := range cls {
-				rctx, c := context.WithTimeout(ctx, 2*time.Second)
-				m, err := metrics(rctx, cl)
-				c()
-				if err == nil {
-					idx[name] = m["plinth_raft_applied_index"]
-				}
+				wg.Go(func() {
+					rctx, c := context.WithTimeout(ctx, 2*time.Second)
+					defer c()
+					var st wire.Status
+					if _, err := cl.Do(rctx, "GET", wire.PathStatus, nil, &st); err == nil {
+						mu.Lock()
+						idx[name] = float64(st.AppliedIndex)
+						mu.Unlock()
+					}
+				})
 			}
+			wg.Wait()
 			if li, ok := idx[leader]; ok {
 				s.mu.Lock()
 				s.sample++
