@@ -86,7 +86,7 @@ func sealTail(dir string, db *metadb.BoltMetaDB, st types.PersistentState, segme
 	}
 	last := w.LastIndex()
 	if last < tail.MinIndex {
-		return false, fmt.Errorf("consensus: raft log: %s is sealed on disk with no entry in it (last index %d, first %d); the meta still holds it open, and Plinth does not guess which is right: re-add this coordinator from a wiped data dir (docs/operations.md)", name, last, tail.MinIndex)
+		return false, fmt.Errorf("consensus: raft log: %s is sealed on disk, but the meta starts it at index %d, after its last entry %d; Plinth does not guess which is right: re-add this coordinator from a wiped data dir (docs/operations.md)", name, tail.MinIndex, last)
 	}
 	tail.SealTime = time.Now()
 	tail.MaxIndex = last

@@ -36,11 +36,12 @@ func walEntry(i uint64) *raft.Log {
 	return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
-// sealedTailOpenInMeta writes the state a stop between raft-wal's sealing
-// append and its rotation leaves in dir: the meta lists one open segment, and
-// that segment's file holds entries 1..n and a committed index block. It
-// returns n.
-func sealedTailOpenInMeta(t *testing.T, dir string) uint64 {
+// testTail is the one segment the crash-state tests' meta lists, open.
+var testTail = types.SegmentInfo{ID: 1, BaseIndex: 1, MinIndex: 1, SizeLimit: testSegmentSize, Codec: wal.CodecBinaryV1}
+
+// tailOpenInMeta writes a meta that lists testTail open, creates its file and
+// returns its writer: what raft-wal holds between two appends.
+func tailOpenInMeta(t *testing.T, dir string) types.SegmentWriter {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -49,7 +50,8 @@ func sealedTailOpenInMeta(t *testing.T, dir string) uint64 {
 	if _, err := db.Load(dir); err != nil {
 		t.Fatal(err)
 	}
-	si := types.SegmentInfo{ID: 1, BaseIndex: 1, MinIndex: 1, SizeLimit: testSegmentSize, Codec: wal.CodecBinaryV1, CreateTime: time.Now()}
+	si := testTail
+	si.CreateTime = time.Now()
 	if err := db.CommitState(types.PersistentState{NextSegmentID: 2, Segments: []types.SegmentInfo{si}}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +62,16 @@ func sealedTailOpenInMeta(t *testing.T, dir string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// sealedTailOpenInMeta writes the state a stop between raft-wal's sealing
+// append and its rotation leaves in dir: the meta lists one open segment, and
+// that segment's file holds entries 1..n and a committed index block. It
+// returns n and where the index block's offsets start.
+func sealedTailOpenInMeta(t *testing.T, dir string) (n, indexStart uint64) {
+	t.Helper()
+	w := tailOpenInMeta(t, dir)
 	defer w.Close()
 	var codec wal.BinaryCodec
 	for i := uint64(1); ; i++ {
@@ -70,8 +82,8 @@ func sealedTailOpenInMeta(t *testing.T, dir string) uint64 {
 		if err := w.Append([]types.LogEntry{{Index: i, Data: buf.Bytes()}}); err != nil {
 			t.Fatal(err)
 		}
-		if sealed, _, _ := w.Sealed(); sealed {
-			return i
+		if sealed, at, _ := w.Sealed(); sealed {
+			return i, at
 		}
 	}
 }
@@ -104,7 +116,7 @@ func checkEntries(t *testing.T, s interface {
 func TestOpenFinishesInterruptedRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, walDir)
-	n := sealedTailOpenInMeta(t, path)
+	n, _ := sealedTailOpenInMeta(t, path)
 
 	// The state is the one that stopped raft: raft-wal alone refuses to append.
 	raw, err := openWAL(path, testSegmentSize, slog.New(slog.DiscardHandler), &walmetrics.NoOpCollector{})
@@ -140,40 +152,63 @@ func TestOpenFinishesInterruptedRotation(t *testing.T) {
 	_ = s.Close()
 }
 
-// A seal whose index block does not match the entries is not trusted: the
-// open fails, names the segment, and leaves the meta as it was.
+// A seal that does not hold is not trusted: the open fails, names the segment,
+// and leaves the meta as it was.
 func TestOpenRefusesASealThatDoesNotHold(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, walDir)
-	sealedTailOpenInMeta(t, path)
-	metaBefore, err := os.ReadFile(filepath.Join(path, metadb.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg := filepath.Join(path, segment.FileName(types.SegmentInfo{ID: 1, BaseIndex: 1}))
-	w, err := segment.NewFiler(path, fs.New()).RecoverTail(types.SegmentInfo{ID: 1, BaseIndex: 1, MinIndex: 1, SizeLimit: testSegmentSize, Codec: wal.CodecBinaryV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, indexStart, _ := w.Sealed()
-	_ = w.Close()
-	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The second entry's offset in the index now points at the first entry.
-	if _, err := f.WriteAt([]byte{byte(64), 0, 0, 0}, int64(indexStart)+4); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
-
-	_, err = openLogStoreSized(dir, testSegmentSize, newHarness(t).log)
-	if err == nil || !strings.Contains(err.Error(), "seal does not hold") || !strings.Contains(err.Error(), seg) {
-		t.Fatalf("open with a broken seal: %v; want it refused naming %s", err, seg)
-	}
-	metaAfter, _ := os.ReadFile(filepath.Join(path, metadb.FileName))
-	if !bytes.Equal(metaBefore, metaAfter) {
-		t.Fatal("the refused repair changed the meta")
+	for _, tc := range []struct {
+		name  string
+		make  func(t *testing.T, dir, seg string)
+		wants string
+	}{
+		{"the index points the second entry at the first", func(t *testing.T, dir, seg string) {
+			_, indexStart := sealedTailOpenInMeta(t, dir)
+			f, err := os.OpenFile(seg, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			first := make([]byte, 4)
+			if _, err := f.ReadAt(first, int64(indexStart)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(first, int64(indexStart)+4); err != nil {
+				t.Fatal(err)
+			}
+		}, "seal does not hold"},
+		// raft-wal never seals an empty segment (ForceSeal refuses), so only a meta
+		// that disagrees with the file reaches this.
+		{"the meta starts the segment after its last entry", func(t *testing.T, dir, _ string) {
+			n, _ := sealedTailOpenInMeta(t, dir)
+			db := &metadb.BoltMetaDB{}
+			st, err := db.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			st.Segments[0].MinIndex = n + 1
+			if err := db.CommitState(st); err != nil {
+				t.Fatal(err)
+			}
+		}, "after its last entry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, walDir)
+			seg := filepath.Join(path, segment.FileName(testTail))
+			tc.make(t, path, seg)
+			metaBefore, err := os.ReadFile(filepath.Join(path, metadb.FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = openLogStoreSized(dir, testSegmentSize, newHarness(t).log)
+			if err == nil || !strings.Contains(err.Error(), tc.wants) || !strings.Contains(err.Error(), seg) {
+				t.Fatalf("open: %v; want it refused with %q naming %s", err, tc.wants, seg)
+			}
+			metaAfter, _ := os.ReadFile(filepath.Join(path, metadb.FileName))
+			if !bytes.Equal(metaBefore, metaAfter) {
+				t.Fatal("the refused repair changed the meta")
+			}
+		})
 	}
 }
 
