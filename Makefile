@@ -61,14 +61,18 @@ test-unit: ## every other package's tests (real netlink, memberlist, TLS...)
 test-flanneld: ## the bundle's flanneld (its own module): as root, against a real kube-apiserver and etcd in a netns
 	$(GO) -C deploy/bundle/flanneld test -count=1 -timeout 5m ./...
 
+# E2E_OUTPUT keeps of `go test -v` what a reader needs: test starts and ends, every
+# file:line message (from helpers too, not only _test.go files), and the result.
+E2E_OUTPUT = 2>&1 | grep -E '^(=== RUN|--- |\s+[[:alnum:]_.-]+\.go:[0-9]+:| {8}|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+
 test-e2e: bundle demo-charts ## multi-process tests: coordinator clusters and (as root) the lab on booted hosts
-	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+[[:alnum:]_.-]+\.go:[0-9]+:| {8}|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+	PLINTH_BUNDLE=$(abspath $(BUNDLE)) $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -v ./test/e2e/ $(E2E_OUTPUT)
 
 CHAOS_ROUNDS ?= 100
 CHAOS_SEED ?= 0
 SNAPSHOT_KILLS ?= 20
 chaos: bundle ## randomised faults over the lab, invariants checked each round (CHAOS_ROUNDS=100; CHAOS_SEED=N replays a seed), and SNAPSHOT_KILLS=20 kill -9s in each snapshot phase
-	PLINTH_BUNDLE=$(abspath $(BUNDLE)) PLINTH_CHAOS_ROUNDS=$(CHAOS_ROUNDS) PLINTH_CHAOS_SEED=$(CHAOS_SEED) PLINTH_SNAPSHOT_KILLS=$(SNAPSHOT_KILLS) $(GO) test -tags "$(TAGS)" -count=1 -timeout 300m -v -run '^(TestChaos|TestSnapshotKills)$$' ./test/e2e/ 2>&1 | grep -E '^(=== RUN|--- |\s+[[:alnum:]_.-]+\.go:[0-9]+:| {8}|PASS|FAIL|ok)' ; exit $${PIPESTATUS[0]}
+	PLINTH_BUNDLE=$(abspath $(BUNDLE)) PLINTH_CHAOS_ROUNDS=$(CHAOS_ROUNDS) PLINTH_CHAOS_SEED=$(CHAOS_SEED) PLINTH_SNAPSHOT_KILLS=$(SNAPSHOT_KILLS) $(GO) test -tags "$(TAGS)" -count=1 -timeout 300m -v -run '^(TestChaos|TestSnapshotKills)$$' ./test/e2e/ $(E2E_OUTPUT)
 
 test-chaos: ## the short chaos run make test includes (10 rounds)
 	$(MAKE) --no-print-directory chaos CHAOS_ROUNDS=10 SNAPSHOT_KILLS=0

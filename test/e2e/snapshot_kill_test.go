@@ -470,8 +470,9 @@ func (k *snapKiller) restartChecked(round string) time.Duration {
 	}
 	unfinished := k.tmpSnaps()
 	took := k.restart()
+	logged := k.logSinceStart()
 	loaded := ""
-	for _, line := range strings.Split(k.logSinceStart(), "\n") {
+	for _, line := range strings.Split(logged, "\n") {
 		var rec struct {
 			Msg string `json:"msg"`
 			ID  string `json:"id"`
@@ -484,10 +485,10 @@ func (k *snapKiller) restartChecked(round string) time.Duration {
 		t.Errorf("%s: start-up loaded snapshot %q, want the newest finished one %s", round, loaded, metas[0].ID)
 	}
 	k.restarts++
-	if strings.Contains(k.logSinceStart(), consensus.RotationFinished) {
+	if strings.Contains(logged, consensus.RotationFinished) {
 		k.rotations++
 	}
-	if strings.Contains(k.logSinceStart(), "failed to restore snapshot") {
+	if strings.Contains(logged, "failed to restore snapshot") {
 		t.Errorf("%s: a snapshot failed to restore at start-up", round)
 	}
 	for _, u := range unfinished {
